@@ -1,0 +1,172 @@
+"""The ``run_job`` activity: one attempt of a job's handler, holding the lease by heartbeat.
+
+The heartbeat timeout is the lease. Heartbeats flow from the event loop while the handler runs
+(a thread for sync handlers), so a busy handler keeps its lease and a dead worker loses it.
+The round's attempt log travels in the heartbeat details, which Temporal hands to the next
+attempt, so every attempt's start, end, worker and error survive worker crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any, Literal
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.registry import HandlerRegistry, JobContext, PermanentError
+from workflows.backoff import base_delay, retry_delay
+from workflows.models import AttemptRecord, HeartbeatState, RunJobInput, RunJobResult
+
+Outcome = Literal["succeeded", "failed", "cancelled"]
+
+# Sync handlers that ignore ctx.cancelled get this long to notice before we give up on them.
+CANCEL_GRACE_SECONDS = 5.0
+
+
+class CancelledByRequest(Exception):
+    """Recorded as the error of an attempt stopped by ``jobs cancel``."""
+
+
+class UnknownHandlerError(PermanentError):
+    """The job names a handler this worker does not have."""
+
+
+def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
+    """The round's log from earlier attempts, closing one that died without reporting."""
+    if not info.heartbeat_details:
+        return HeartbeatState()
+    state = HeartbeatState.model_validate(info.heartbeat_details[0])
+    state.progress = None
+    if state.attempts and state.attempts[-1].outcome == "running":
+        spec = job.spec
+        # The server scheduled this attempt one RetryPolicy interval after the loss.
+        lost_at = info.current_attempt_scheduled_time - timedelta(
+            seconds=base_delay(max(info.attempt - 1, 1), spec.backoff_base, spec.backoff_max)
+        )
+        ran_for = (lost_at - state.attempts[-1].started_at).total_seconds()
+        if ran_for >= spec.timeout:
+            state.close_dangling(
+                lost_at, f"attempt exceeded the {spec.timeout:g}s timeout", "AttemptTimeout"
+            )
+        else:
+            state.close_dangling(
+                lost_at,
+                f"lease lost: no heartbeat for {spec.lease:g}s (worker died or stalled)",
+                "LeaseExpired",
+            )
+    return state
+
+
+class JobActivities:
+    """Activities bound to a handler registry and the thread pool for sync handlers."""
+
+    def __init__(self, registry: HandlerRegistry, executor: ThreadPoolExecutor, worker: str):
+        self.registry = registry
+        self.executor = executor
+        self.worker = worker
+
+    @activity.defn(name="run_job")
+    async def run_job(self, job: RunJobInput) -> RunJobResult:
+        info = activity.info()
+        spec = job.spec
+        state = previous_attempts(info, job)
+        started = time.monotonic()
+        record = AttemptRecord(
+            attempt=job.attempt_offset + info.attempt,
+            round=job.round,
+            started_at=info.started_time,
+            worker=self.worker,
+        )
+        state.attempts.append(record)
+        activity.heartbeat(state)
+
+        def finish(
+            outcome: Outcome, error: BaseException | None = None, delay: float | None = None
+        ) -> None:
+            # Server start time plus our own monotonic duration: one consistent timeline.
+            ended = record.started_at + timedelta(seconds=time.monotonic() - started)
+            message = (str(error) or type(error).__name__) if error else None
+            kind = type(error).__name__ if error else None
+            state.attempts[-1] = record.close(outcome, ended, message, kind, delay)
+            state.progress = None
+            activity.heartbeat(state)
+
+        ctx = JobContext(
+            job_id=spec.id,
+            name=spec.name,
+            attempt=record.attempt,
+            max_attempts=spec.max_attempts,
+            scheduled_at=spec.run_at or info.scheduled_time,
+            idempotency_key=spec.key,
+            payload=spec.payload,
+            worker=self.worker,
+        )
+        ctx._report = lambda details: setattr(state, "progress", details)
+        try:
+            fn = self.registry.get(spec.handler)
+            if fn is None:
+                raise UnknownHandlerError(
+                    f"unknown handler {spec.handler!r}; this worker has {self.registry.names()}"
+                )
+            result = await self._run(fn, ctx, state, lease=spec.lease)
+            try:
+                json.dumps(result)
+            except (TypeError, ValueError) as err:  # retrying would not make it storable
+                raise PermanentError(f"handler returned a value that is not JSON: {err}") from err
+        except asyncio.CancelledError as err:
+            details = activity.cancellation_details()
+            if details is None or not details.cancel_requested:
+                finish("cancelled", err)  # timed out, lost or shutting down: Temporal retries
+                raise
+            # The job was cancelled: report the attempt instead of raising, because Temporal
+            # drops the details of a cancelled activity and the workflow keeps the history.
+            finish("cancelled", CancelledByRequest("job cancelled while running"))
+            return RunJobResult(attempts=state.attempts, cancelled=True)
+        except PermanentError as err:
+            finish("failed", err)
+            raise ApplicationError(
+                str(err), state, type=type(err).__name__, non_retryable=True
+            ) from err
+        except Exception as err:
+            last = info.attempt >= spec.max_attempts
+            delay = None
+            if not last:
+                delay = retry_delay(
+                    info.attempt, spec.backoff_base, spec.backoff_max, spec.jitter, random.random()
+                )
+            finish("failed", err, delay)
+            raise ApplicationError(
+                str(err) or type(err).__name__,
+                state,
+                type=type(err).__name__,
+                next_retry_delay=timedelta(seconds=delay) if delay is not None else None,
+            ) from err
+        finish("succeeded")
+        return RunJobResult(attempts=state.attempts, result=result)
+
+    async def _run(self, fn: Any, ctx: JobContext, state: HeartbeatState, lease: float) -> Any:
+        """Run the handler, heartbeating every third of the lease until it returns."""
+        if HandlerRegistry.is_async(fn):
+            task: asyncio.Future[Any] = asyncio.ensure_future(fn(ctx))
+        else:
+            loop = asyncio.get_running_loop()
+            task = loop.run_in_executor(self.executor, fn, ctx)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=lease / 3)
+                if done:
+                    return task.result()
+                activity.heartbeat(state)
+        except asyncio.CancelledError:
+            ctx._cancelled.set()
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+            raise

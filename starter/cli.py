@@ -1,0 +1,312 @@
+"""``jobs``: schedule and control jobs, run a worker or the whole embedded stack.
+
+Exit codes: 0 success, 1 unexpected error, 2 invalid input, 3 unknown job, 4 job id taken,
+5 invalid transition, 6 Temporal unreachable. The process ends with ``os._exit`` after
+flushing, because the Temporal SDK can crash during interpreter teardown (sdk-python #300)
+and turn a success into a SIGABRT for the calling script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+from pydantic import BaseModel
+from temporalio.client import Client
+
+from activities.registry import load_handlers
+from starter import operations, render
+from starter.client import connect
+from starter.errors import JobsError, SpecError
+from workflows.models import JobStatus
+
+T = TypeVar("T")
+
+
+def run(work: Callable[[Client], Awaitable[T]]) -> T:
+    """Connect and run one operation."""
+
+    async def go() -> T:
+        return await work(await connect())
+
+    return asyncio.run(go())
+
+
+def emit(data: Any) -> None:
+    if isinstance(data, BaseModel):
+        data = data.model_dump(mode="json")
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Delayed and cron jobs on Temporal."""
+
+
+# -- scheduling --------------------------------------------------------------------------
+
+SPEC_FLAGS = [
+    # (flag, spec field, help)
+    ("--id", "id", "Job id (default job-<uuid4>)."),
+    ("--max-attempts", "max_attempts", "Attempts before the dead-letter queue (default 8)."),
+    ("--backoff-base", "backoff_base", "First retry delay (default 2s)."),
+    ("--backoff-max", "backoff_max", "Longest retry delay (default 300s)."),
+    ("--jitter", "jitter", "Random extra fraction of each delay, 0-1 (default 0.3)."),
+    ("--lease", "lease", "Heartbeat timeout (default 60s)."),
+    ("--timeout", "timeout", "Longest one attempt may run (default 1h)."),
+    ("--idempotency-key", "idempotency_key", "Key handed to the handler (default: job id)."),
+    ("--overlap", "overlap", "Cron: skip | buffer_one | allow_all | cancel_other."),
+    ("--catchup-window", "catchup_window", "Cron: run missed slots this recent (default 60s)."),
+    ("--schedule-jitter", "schedule_jitter", "Cron: spread each slot by up to this (default 0)."),
+]
+
+
+def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for flag, field, help_text in reversed(SPEC_FLAGS):
+        fn = click.option(flag, field, default=None, help=help_text)(fn)
+    return fn
+
+
+def build_spec(
+    name: str,
+    handler: str,
+    payload: str | None,
+    at: str | None,
+    in_: str | None,
+    cron: str | None,
+    tz: str | None,
+    fields: dict[str, str | None],
+) -> dict[str, Any]:
+    """The raw spec from CLI flags; the model does all the validating."""
+    raw: dict[str, Any] = {"name": name, "handler": handler}
+    if payload is not None:
+        try:
+            raw["payload"] = json.loads(payload)
+        except json.JSONDecodeError as err:
+            raise SpecError([("payload", f"not valid JSON: {err}")]) from err
+    for key, value in (("run_at", at), ("delay", in_), ("cron", cron), ("timezone", tz)):
+        if value is not None:
+            raw[key] = value
+    raw.update({key: value for key, value in fields.items() if value is not None})
+    return raw
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--handler", required=True, help="Registered handler name, e.g. demo.sleep.")
+@click.option("--payload", help="JSON object handed to the handler.")
+@click.option("--at", help="Run at this ISO-8601 time (with offset).")
+@click.option("--in", "in_", help="Run after this long: 90, 90s, 5m, 2h.")
+@click.option("--cron", help="Cron expression (5 fields, or 6 with seconds first).")
+@click.option("--tz", help="IANA time zone for --cron (default UTC).")
+@spec_options
+@json_option
+def schedule(
+    name: str,
+    handler: str,
+    payload: str | None,
+    at: str | None,
+    in_: str | None,
+    cron: str | None,
+    tz: str | None,
+    as_json: bool,
+    **fields: str | None,
+) -> None:
+    """Schedule a job. Bad input starts nothing and exits 2."""
+    raw = build_spec(name, handler, payload, at, in_, cron, tz, fields)
+    now = datetime.now(UTC)
+    spec = operations.validate_spec(raw, load_handlers().names(), now)
+    scheduled = run(lambda client: operations.start(client, spec, now))
+    if as_json:
+        emit({"job_id": scheduled.job_id, "next_run_at": scheduled.next_run_at})
+    else:
+        click.echo(f"scheduled {scheduled.job_id}: runs at {render.when(scheduled.next_run_at)}")
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("job_id")
+@json_option
+def status(job_id: str, as_json: bool) -> None:
+    """A job's status and attempt history."""
+    report = run(lambda client: operations.status(client, job_id))
+    click.echo(report.model_dump_json(indent=2) if as_json else render.report_text(report))
+
+
+@cli.command(name="list")
+@click.option(
+    "--status",
+    "status_",
+    type=click.Choice([s.value for s in JobStatus]),
+    help="Only jobs whose JobStatus is this.",
+)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--page-token", help="Continue from a previous page.")
+@json_option
+def list_(status_: str | None, limit: int, page_token: str | None, as_json: bool) -> None:
+    """Jobs, newest first, from Temporal's visibility store."""
+    token = base64.urlsafe_b64decode(page_token) if page_token else None
+    rows, next_token = run(lambda client: operations.list_jobs(client, status_, limit, token))
+    next_text = base64.urlsafe_b64encode(next_token).decode() if next_token else None
+    if as_json:
+        emit({"jobs": [row.__dict__ for row in rows], "next_page_token": next_text})
+        return
+    click.echo(
+        render.table(
+            ["id", "name", "handler", "status", "run at"],
+            [
+                [r.job_id, r.name or "", r.handler or "", r.status or "", render.when(r.run_at)]
+                for r in rows
+            ],
+        )
+    )
+    if next_text:
+        click.echo(f"more: jobs list --page-token {next_text}")
+
+
+# -- controls ----------------------------------------------------------------------------
+
+
+def control(verb: str, call: Callable[[Client], Awaitable[Any]], as_json: bool) -> None:
+    result = run(call)
+    if as_json:
+        emit(result if result is not None else {"ok": True})
+    else:
+        click.echo(verb)
+
+
+@cli.command()
+@click.argument("job_id")
+@json_option
+def cancel(job_id: str, as_json: bool) -> None:
+    """Cancel a job; a running attempt is stopped through its heartbeat."""
+    control(
+        f"cancel requested for {job_id}", lambda client: operations.cancel(client, job_id), as_json
+    )
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option(
+    "--until",
+    type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M%z"]),
+    help="Resume by itself at this time (ISO-8601 with offset).",
+)
+@json_option
+def pause(job_id: str, until: datetime | None, as_json: bool) -> None:
+    """Hold a waiting job (optionally until a time)."""
+    control(f"paused {job_id}", lambda client: operations.pause(client, job_id, until), as_json)
+
+
+@cli.command()
+@click.argument("job_id")
+@json_option
+def resume(job_id: str, as_json: bool) -> None:
+    """Release a paused job."""
+    control(f"resumed {job_id}", lambda client: operations.resume(client, job_id), as_json)
+
+
+@cli.command()
+@click.argument("job_id")
+@json_option
+def trigger(job_id: str, as_json: bool) -> None:
+    """Run a waiting job now."""
+    control(f"triggered {job_id}", lambda client: operations.trigger(client, job_id), as_json)
+
+
+# -- processes ---------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--max-concurrent-jobs",
+    type=int,
+    help="Attempts at once (JOBS_MAX_CONCURRENT_JOBS, default 100).",
+)
+@click.option(
+    "--rate-limit", type=float, help="Attempts/s across the task queue (JOBS_RATE_LIMIT)."
+)
+@click.option(
+    "--shutdown-grace",
+    type=float,
+    help="Seconds running attempts get on SIGTERM (JOBS_SHUTDOWN_GRACE, default 30).",
+)
+def worker(
+    max_concurrent_jobs: int | None, rate_limit: float | None, shutdown_grace: float | None
+) -> None:
+    """Run a worker (same as python worker.py)."""
+    import logging
+
+    from worker import WorkerSettings, run_worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = WorkerSettings()
+    if max_concurrent_jobs is not None:
+        settings.max_concurrent_jobs = max_concurrent_jobs
+    if rate_limit is not None:
+        settings.rate_limit = rate_limit
+    if shutdown_grace is not None:
+        settings.shutdown_grace = shutdown_grace
+    asyncio.run(run_worker(settings))
+
+
+@cli.command()
+@click.option(
+    "--state-dir", default=".jobs", show_default=True, help="Where the SQLite file lives."
+)
+@click.option("--port", default=7233, show_default=True)
+@click.option("--ui-port", default=8233, show_default=True)
+@click.option("--api-port", default=8000, show_default=True)
+@click.option("--demo", is_flag=True, help="Schedule the demo jobs once the stack is up.")
+def dev(state_dir: str, port: int, ui_port: int, api_port: int, demo: bool) -> None:
+    """The embedded stack: dev server (SQLite file) + worker, in the foreground. Ctrl-C stops it."""
+    from starter.devstack import run_dev_stack
+
+    asyncio.run(run_dev_stack(state_dir, port, ui_port, api_port, demo))
+
+
+# -- entry point -------------------------------------------------------------------------
+
+
+def report_error(err: Exception) -> int:
+    if isinstance(err, SpecError):
+        for field, reason in err.problems:
+            click.echo(f"error: {field}: {reason}", err=True)
+    else:
+        click.echo(f"error: {err}", err=True)
+    return err.exit_code if isinstance(err, JobsError) else 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    code = 0
+    try:
+        result = cli.main(args=argv, prog_name="jobs", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except click.ClickException as err:
+        err.show()
+        code = err.exit_code
+    except click.Abort:
+        code = 130
+    except KeyboardInterrupt:
+        code = 130
+    except JobsError as err:
+        code = report_error(err)
+    except Exception as err:  # last resort: one line, never a traceback, still non-zero
+        code = report_error(err)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,123 @@
+"""The embedded default: ``temporal server start-dev`` on a SQLite file, as a child process.
+
+Used by ``jobs dev``, the dev-server tests, the failure drills and the benchmarks, so all of
+them run the same server the same way: search attributes registered at launch, SQLite in WAL
+mode (about twice the start rate of the default journal on this class of machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+
+from starter.binaries import temporal_cli
+from starter.client import connect
+from workflows.models import SEARCH_ATTRIBUTES
+
+_TYPE_NAMES = {"KEYWORD": "Keyword", "DATETIME": "Datetime", "TEXT": "Text", "INT": "Int"}
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def search_attribute_flags() -> list[str]:
+    flags = []
+    for key in SEARCH_ATTRIBUTES:
+        kind = _TYPE_NAMES[key.indexed_value_type.name.removeprefix("INDEXED_VALUE_TYPE_")]
+        flags += ["--search-attribute", f"{key.name}={kind}"]
+    return flags
+
+
+@dataclass
+class DevServer:
+    """One ``temporal server start-dev`` process; restartable on the same database file."""
+
+    db_file: Path | None
+    port: int = field(default_factory=free_port)
+    ui_port: int | None = None  # None: headless
+    wal: bool = True
+    log_path: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"localhost:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [temporal_cli(), "server", "start-dev", "--port", str(self.port)]
+        cmd += ["--ip", "127.0.0.1", "--log-level", "warn"]
+        if self.db_file is not None:
+            cmd += ["--db-filename", str(self.db_file)]
+            if self.wal:
+                cmd += ["--sqlite-pragma", "journal_mode=wal"]
+        cmd += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
+        return cmd + search_attribute_flags()
+
+    async def start(self, timeout: float = 90.0) -> Client:
+        """Start the server and return a client once the search attributes are visible."""
+        if self.db_file is not None:
+            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+        out: IO[bytes] | int = subprocess.DEVNULL
+        if self.log_path is not None:
+            self._log = out = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        return await self.wait_ready(timeout)
+
+    async def wait_ready(self, timeout: float) -> Client:
+        deadline = time.monotonic() + timeout
+        wanted = {key.name for key in SEARCH_ATTRIBUTES}
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(
+                    f"temporal dev server exited with {self.process.returncode}; "
+                    f"command: {' '.join(self.command())}"
+                )
+            try:
+                client = await connect(self.address, "default")
+                listed = await client.operator_service.list_search_attributes(
+                    ListSearchAttributesRequest(namespace="default")
+                )
+                if wanted <= set(listed.custom_attributes):
+                    return client
+            except Exception as err:  # not up yet: any connection error means "try again"
+                last_error = err
+            await asyncio.sleep(0.25)
+        self.stop()
+        raise TimeoutError(f"dev server on {self.address} not ready in {timeout}s: {last_error}")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashed machine would: nothing is flushed."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``grace`` seconds."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self._log is not None:
+            self._log.close()
+            self._log = None

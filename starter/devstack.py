@@ -1,0 +1,49 @@
+"""``jobs dev``: the whole stack in one foreground process.
+
+The Temporal dev server keeps its state in ``<state dir>/temporal.db``, so a second
+``jobs dev`` on the same directory finds every job still there. Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from starter.demo import run_demo
+from starter.devserver import DevServer
+from worker import WorkerSettings, build_worker
+
+
+async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, demo: bool) -> None:
+    state = Path(state_dir).resolve()
+    server = DevServer(
+        db_file=state / "temporal.db", port=port, ui_port=ui_port, log_path=state / "temporal.log"
+    )
+    print(f"starting Temporal dev server (state in {server.db_file}) ...", flush=True)
+    client = await server.start()
+    os.environ["TEMPORAL_ADDRESS"] = server.address  # for anything this process starts
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    worker, executor = build_worker(client, WorkerSettings())
+    try:
+        async with worker:
+            print(f"Temporal:  {server.address}  (export TEMPORAL_ADDRESS={server.address})")
+            print(f"Web UI:    http://localhost:{ui_port}/namespaces/default/workflows")
+            print(f"worker:    polling task queue {worker.config()['task_queue']!r}")
+            print("Ctrl-C stops everything.", flush=True)
+            if demo:
+                demo_task = asyncio.create_task(run_demo(client))
+                await asyncio.wait(
+                    [demo_task, asyncio.create_task(stop.wait())],
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            await stop.wait()
+            print("\nstopping ...", flush=True)
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
+        server.stop()
+        print("stopped.", flush=True)

@@ -1,0 +1,48 @@
+"""Typed failures of the job operations, shared by the CLI (exit codes) and the API (HTTP codes)."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+class JobsError(Exception):
+    """Base class; ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class SpecError(JobsError):
+    """Invalid input. ``problems`` lists (field, reason), one per problem."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("; ".join(f"{field}: {reason}" for field, reason in problems))
+
+    @classmethod
+    def from_validation(cls, err: ValidationError) -> SpecError:
+        problems = []
+        for item in err.errors():
+            field = ".".join(str(part) for part in item["loc"]) or "spec"
+            reason = item["msg"].removeprefix("Value error, ")
+            problems.append((field, reason))
+        return cls(problems)
+
+
+class JobNotFound(JobsError):
+    exit_code = 3
+
+
+class JobExists(JobsError):
+    exit_code = 4
+
+
+class InvalidTransition(JobsError):
+    """The job is not in a state where this control applies (e.g. trigger a finished job)."""
+
+    exit_code = 5
+
+
+class TemporalUnavailable(JobsError):
+    exit_code = 6

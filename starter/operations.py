@@ -1,0 +1,331 @@
+"""Job operations on a Temporal client: one code path for the CLI, the HTTP API and scripts.
+
+Each function raises the typed errors of :mod:`starter.errors`, never raw SDK errors, so
+callers map them to exit codes or HTTP statuses without knowing Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+from uuid import uuid4
+
+from pydantic import BaseModel, ValidationError
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.client import task_queue
+from starter.errors import (
+    InvalidTransition,
+    JobExists,
+    JobNotFound,
+    SpecError,
+    TemporalUnavailable,
+)
+from workflows.job_workflow import JobWorkflow, start_search_attributes
+from workflows.models import (
+    JOB_HANDLER,
+    JOB_NAME,
+    JOB_RUN_AT,
+    JOB_STATUS,
+    HeartbeatState,
+    JobReport,
+    JobSpec,
+    JobStatus,
+    PauseRequest,
+    parse_spec,
+)
+
+JOB_WORKFLOW = "JobWorkflow"
+# How long a control waits for a worker to process it before telling the user why.
+CONTROL_TIMEOUT = 30.0
+QUERY_TIMEOUT = timedelta(seconds=10)
+# History length once the first workflow task completed: started, task scheduled/started/completed.
+FIRST_TASK_DONE = 4
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    job_id: str
+    next_run_at: datetime | None
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One line of ``jobs list``: read from visibility, no workflow is touched."""
+
+    job_id: str
+    name: str | None
+    handler: str | None
+    status: str | None
+    run_at: datetime | None
+    workflow_status: str | None
+
+
+@asynccontextmanager
+async def temporal_errors(job_id: str | None = None) -> AsyncIterator[None]:
+    """Translate SDK failures into :mod:`starter.errors`."""
+    try:
+        yield
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND and job_id is not None:
+            raise JobNotFound(f"no job with id {job_id!r}") from err
+        if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+            raise TemporalUnavailable(f"Temporal is unreachable: {err.message}") from err
+        raise
+
+
+def validate_spec(
+    data: dict[str, Any] | JobSpec, handlers: Iterable[str], now: datetime
+) -> JobSpec:
+    """Parse a submission; collects every problem, the handler name included."""
+    problems: list[tuple[str, str]] = []
+    spec: JobSpec | None = None
+    try:
+        spec = parse_spec(data, now, new_id=f"job-{uuid4()}")
+    except ValidationError as err:
+        problems = SpecError.from_validation(err).problems
+    known = set(handlers)
+    handler = data.handler if isinstance(data, JobSpec) else data.get("handler")
+    if isinstance(handler, str) and handler and handler not in known:
+        problems.append(("handler", f"unknown handler {handler!r}; known: {sorted(known)}"))
+    if problems or spec is None:
+        raise SpecError(problems)
+    return spec
+
+
+async def schedule(
+    client: Client,
+    data: dict[str, Any] | JobSpec,
+    handlers: Iterable[str],
+    now: datetime | None = None,
+) -> Scheduled:
+    """Validate and start a job. Nothing starts if anything is wrong.
+
+    One-shots start with ``start_delay`` so they cost the server nothing until due. Job ids are
+    unique: a second schedule with an existing id (even a finished one) raises JobExists.
+    ``now`` (default: this machine's clock) anchors ``delay``; tests pass the server's time.
+    """
+    now = now or datetime.now(UTC)
+    return await start(client, validate_spec(data, handlers, now), now)
+
+
+async def start(client: Client, spec: JobSpec, now: datetime) -> Scheduled:
+    """Start an already validated spec (see :func:`validate_spec`)."""
+    if spec.cron is not None:
+        raise SpecError([("cron", "cron jobs are not supported yet")])
+    assert spec.run_at is not None
+    delay = spec.run_at - now
+    async with temporal_errors():
+        try:
+            await client.start_workflow(
+                JobWorkflow.run,
+                spec,
+                id=spec.id,
+                task_queue=task_queue(),
+                start_delay=delay if delay > timedelta(0) else None,
+                search_attributes=start_search_attributes(spec, JobStatus.SCHEDULED),
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            )
+        except WorkflowAlreadyStartedError as err:
+            raise JobExists(f"a job with id {spec.id!r} already exists") from err
+    return Scheduled(job_id=spec.id, next_run_at=spec.run_at)
+
+
+async def describe(
+    client: Client, job_id: str
+) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
+    handle = client.get_workflow_handle(job_id)
+    async with temporal_errors(job_id):
+        return handle, await handle.describe()
+
+
+async def status(client: Client, job_id: str) -> JobReport:
+    """The job's state: the workflow's ``status`` query plus live state from describe.
+
+    Works without a worker and before a delayed job's first task: then the report is built
+    from the start event and the search attributes instead of the query.
+    """
+    handle, desc = await describe(client, job_id)
+    report: JobReport | None = None
+    # Until its first workflow task completes (a delayed job sleeping on start_delay) the
+    # workflow cannot answer a query; its start event already says everything.
+    if desc.raw_description.workflow_execution_info.history_length < FIRST_TASK_DONE:
+        return _with_live_state(
+            await _report_from_start(client, handle, desc), desc, datetime.now(UTC)
+        )
+    try:
+        async with temporal_errors(job_id):
+            report = await handle.query("status", result_type=JobReport, rpc_timeout=QUERY_TIMEOUT)
+    except (WorkflowQueryFailedError, WorkflowQueryRejectedError, RPCError, TemporalUnavailable):
+        report = None  # not started yet, or no worker answering: fall back below
+    if report is None:
+        report = await _report_from_start(client, handle, desc)
+    return _with_live_state(report, desc, datetime.now(UTC))
+
+
+async def _report_from_start(
+    client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription
+) -> JobReport:
+    async with temporal_errors(handle.id):
+        async for event in handle.fetch_history_events():
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            [spec] = await client.data_converter.decode(payloads, [JobSpec])
+            break
+        else:
+            raise JobNotFound(f"job {handle.id!r} has no history")
+    attrs = desc.typed_search_attributes
+    return JobReport(
+        job_id=spec.id,
+        name=spec.name,
+        handler=spec.handler,
+        status=JobStatus(attrs.get(JOB_STATUS) or JobStatus.SCHEDULED),
+        run_at=spec.run_at,
+        max_attempts=spec.max_attempts,
+        idempotency_key=spec.key,
+    )
+
+
+def _with_live_state(
+    report: JobReport, desc: WorkflowExecutionDescription, now: datetime
+) -> JobReport:
+    """Refine the coarse status with what only the server knows (pending vs running, ...)."""
+    update: dict[str, Any] = {}
+    closed = desc.status not in (None, WorkflowExecutionStatus.RUNNING)
+    if (
+        report.status == JobStatus.SCHEDULED
+        and report.run_at
+        and report.run_at <= now
+        and not closed
+    ):
+        update["status"] = JobStatus.PENDING  # due, but no worker has taken its first task
+    pending = list(desc.raw_description.pending_activities)
+    if pending and report.status == JobStatus.RUNNING:
+        activity = pending[0]
+        if activity.heartbeat_details.payloads:
+            state = HeartbeatState.model_validate_json(activity.heartbeat_details.payloads[0].data)
+            known = {a.attempt for a in report.attempts}
+            update["attempts"] = report.attempts + [
+                a for a in state.attempts if a.attempt not in known
+            ]
+        if activity.HasField("last_heartbeat_time"):
+            update["last_heartbeat_at"] = activity.last_heartbeat_time.ToDatetime(UTC)
+        if activity.last_worker_identity:
+            update["worker"] = activity.last_worker_identity
+        if activity.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+            update["status"] = JobStatus.RUNNING
+        else:
+            next_at = (
+                activity.next_attempt_schedule_time.ToDatetime(UTC)
+                if activity.HasField("next_attempt_schedule_time")
+                else None
+            )
+            retrying = activity.attempt > 1 and next_at is not None and next_at > now
+            update["status"] = JobStatus.RETRYING if retrying else JobStatus.PENDING
+            update["next_attempt_at"] = next_at
+        if activity.HasField("last_failure") and activity.last_failure.message:
+            update["last_error"] = activity.last_failure.message
+    return report.model_copy(update=update) if update else report
+
+
+async def list_jobs(
+    client: Client, status: str | None = None, limit: int = 50, page_token: bytes | None = None
+) -> tuple[list[JobRow], bytes | None]:
+    """A page of jobs from the visibility store, newest first, and the next page's token."""
+    query = f'WorkflowType = "{JOB_WORKFLOW}"'
+    if status is not None:
+        query += f' AND JobStatus = "{JobStatus(status).value}"'
+    rows: list[JobRow] = []
+    async with temporal_errors():
+        it = client.list_workflows(query, page_size=limit, next_page_token=page_token)
+        await it.fetch_next_page(page_size=limit)
+        for wf in it.current_page or []:
+            attrs = wf.typed_search_attributes
+            rows.append(
+                JobRow(
+                    job_id=wf.id,
+                    name=attrs.get(JOB_NAME),
+                    handler=attrs.get(JOB_HANDLER),
+                    status=attrs.get(JOB_STATUS),
+                    run_at=attrs.get(JOB_RUN_AT),
+                    workflow_status=wf.status.name.lower() if wf.status else None,
+                )
+            )
+    return rows, it.next_page_token
+
+
+async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -> T:
+    """Run an update; a rejected or unprocessable one becomes a clear InvalidTransition."""
+    try:
+        async with temporal_errors(job_id):
+            return await asyncio.wait_for(call(), CONTROL_TIMEOUT)
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        raise InvalidTransition(reason) from err
+    except RPCError as err:  # the job closed between our describe and the update
+        if "completed" in err.message.lower():
+            raise InvalidTransition(f"cannot {action}: job {job_id!r} has finished") from err
+        raise
+    except TimeoutError as err:
+        raise TemporalUnavailable(
+            f"no worker processed {action} within {CONTROL_TIMEOUT:g}s; is `jobs worker` running?"
+        ) from err
+
+
+def _require_open(job_id: str, action: str, desc: WorkflowExecutionDescription) -> None:
+    """A closed job answers no control: say so instead of letting the RPC fail obscurely."""
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        state = desc.typed_search_attributes.get(JOB_STATUS) or (
+            desc.status.name.lower() if desc.status else "closed"
+        )
+        raise InvalidTransition(f"cannot {action}: job {job_id!r} has finished ({state})")
+
+
+async def _update(
+    client: Client, job_id: str, name: str, arg: BaseModel | None = None
+) -> JobReport:
+    handle, desc = await describe(client, job_id)
+    _require_open(job_id, name, desc)
+    args = [arg] if arg is not None else []
+    return await _control(
+        job_id, name, lambda: handle.execute_update(name, args=args, result_type=JobReport)
+    )
+
+
+async def pause(client: Client, job_id: str, until: datetime | None = None) -> JobReport:
+    return await _update(client, job_id, "pause", PauseRequest(until=until))
+
+
+async def resume(client: Client, job_id: str) -> JobReport:
+    return await _update(client, job_id, "resume")
+
+
+async def trigger(client: Client, job_id: str) -> JobReport:
+    return await _update(client, job_id, "trigger")
+
+
+async def cancel(client: Client, job_id: str) -> None:
+    """Request cancellation; a running attempt is cancelled through its heartbeat."""
+    handle, desc = await describe(client, job_id)
+    _require_open(job_id, "cancel", desc)
+    async with temporal_errors(job_id):
+        await handle.cancel()

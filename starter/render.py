@@ -1,0 +1,85 @@
+"""Human-readable output for the CLI (``--json`` prints the models instead)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from workflows.durations import format_duration
+from workflows.models import JobReport, JobStatus
+
+
+def when(moment: datetime | None, now: datetime | None = None) -> str:
+    """``2026-11-30T10:00:00Z (in 5m)``; blank for None."""
+    if moment is None:
+        return "-"
+    now = now or datetime.now(UTC)
+    stamp = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    delta = (moment - now).total_seconds()
+    relative = f"in {format_duration(delta)}" if delta >= 0 else f"{format_duration(-delta)} ago"
+    return f"{stamp} ({relative})"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [
+        max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)
+    ]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False))
+        for row in [headers, *rows]
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def status_line(report: JobReport, now: datetime) -> str:
+    done = [a for a in report.attempts if a.round == report.round]
+    match report.status:
+        case JobStatus.SCHEDULED:
+            return f"scheduled: runs at {when(report.run_at, now)}"
+        case JobStatus.PAUSED:
+            until = f" until {when(report.paused_until, now)}" if report.paused_until else ""
+            return f"paused{until}"
+        case JobStatus.PENDING:
+            return "pending: due, waiting for a worker"
+        case JobStatus.RUNNING:
+            beat = f", last heartbeat {when(report.last_heartbeat_at, now)}"
+            return (
+                f"running on {report.worker or '?'}, attempt {len(done)} of "
+                f"{report.max_attempts}{beat if report.last_heartbeat_at else ''}"
+            )
+        case JobStatus.RETRYING:
+            return (
+                f"retrying: attempt {len(done)} of {report.max_attempts} failed; next attempt "
+                f"{when(report.next_attempt_at, now)}"
+            )
+        case JobStatus.DEAD:
+            return f"dead after {len(report.attempts)} attempts: waiting for requeue or discard"
+        case _:
+            return str(report.status)
+
+
+def report_text(report: JobReport, now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    lines = [
+        f"{report.job_id}  {report.name}  (handler {report.handler})",
+        f"status:  {status_line(report, now)}",
+        f"run at:  {when(report.run_at, now)}",
+        f"key:     {report.idempotency_key}",
+    ]
+    if report.last_error:
+        lines.append(f"error:   {report.last_error}")
+    if report.attempts:
+        rows = [
+            [
+                str(a.attempt),
+                str(a.round),
+                when(a.started_at, now),
+                f"{(a.ended_at - a.started_at).total_seconds():.2f}s" if a.ended_at else "-",
+                a.worker,
+                a.outcome,
+                f"{a.error_type}: {a.error}" if a.error else "",
+            ]
+            for a in report.attempts
+        ]
+        lines += ["", table(["#", "round", "started", "took", "worker", "outcome", "error"], rows)]
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""Test environments: real Temporal only.
+
+* ``ts_env``: the time-skipping test server, for timer-heavy workflow logic.
+* ``dev_server``: ``temporal server start-dev`` on a SQLite file, for end-to-end, CLI and
+  visibility tests (the time-skipping server has no list/count).
+
+Both register the job search attributes first: an unknown attribute would fail every workflow
+task and hang the test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.registry import load_handlers
+from starter.binaries import test_server
+from starter.devserver import DevServer
+from worker import WorkerSettings, build_worker
+from workflows.models import SEARCH_ATTRIBUTES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=test_server(), data_converter=pydantic_data_converter
+    )
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={
+                key.name: IndexedValueType.ValueType(key.indexed_value_type)
+                for key in SEARCH_ATTRIBUTES
+            },
+        )
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+async def dev_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
+    server = DevServer(db_file=tmp_path_factory.mktemp("devserver") / "temporal.db")
+    await server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+async def dev_client(dev_server: DevServer) -> Client:
+    from starter.client import connect
+
+    return await connect(dev_server.address, "default")
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"test-{uuid.uuid4().hex[:8]}"
+
+
+@asynccontextmanager
+async def running_worker(client: Client, task_queue: str) -> AsyncIterator[Worker]:
+    """An in-process worker with the built-in and test handlers."""
+    registry = load_handlers("tests.handlers")
+    worker, executor = build_worker(client, WorkerSettings(task_queue=task_queue), registry)
+    async with worker:
+        yield worker
+    executor.shutdown(wait=False, cancel_futures=True)
+
+
+def subprocess_env(server: DevServer, task_queue: str, **extra: str) -> dict[str, str]:
+    """Environment for CLI and worker subprocesses pointed at a test server."""
+    return {
+        **os.environ,
+        "TEMPORAL_ADDRESS": server.address,
+        "JOBS_TASK_QUEUE": task_queue,
+        "JOBS_HANDLER_MODULES": "tests.handlers",
+        "PYTHONPATH": str(ROOT),
+        **extra,
+    }
+
+
+def jobs_cli(
+    env: dict[str, str], *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``jobs`` console script."""
+    exe = Path(sys.executable).parent / "jobs"
+    return subprocess.run(
+        [str(exe), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture
+def worker_process(
+    dev_server: DevServer, task_queue: str
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start worker subprocesses with ``start(**env)``; all are killed at teardown."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

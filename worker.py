@@ -1,0 +1,123 @@
+"""The worker: job workflows, the ``run_job`` activity and the handler registry.
+
+Run any number of them (``python worker.py`` or ``jobs worker``). Settings come from flags or
+the environment:
+
+* ``JOBS_MAX_CONCURRENT_JOBS`` (default 100): attempts one worker runs at once.
+* ``JOBS_RATE_LIMIT`` (default unlimited): attempts per second across the whole task queue,
+  enforced by the server (``max_task_queue_activities_per_second``), the lever for a herd.
+* ``JOBS_SHUTDOWN_GRACE`` (default 30s): on SIGTERM or SIGINT the worker stops polling and
+  gives running attempts this long to finish before cancelling them.
+* ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities.registry import HandlerRegistry, load_handlers
+from activities.run_job import JobActivities
+from starter.client import connect, task_queue
+from workflows.durations import parse_duration
+from workflows.job_workflow import JobWorkflow
+
+log = logging.getLogger("jobs.worker")
+
+WORKFLOWS = [JobWorkflow]
+# Pure modules the workflows import; passing them through skips re-importing per run.
+PASSTHROUGH = (
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "workflows.models",
+    "workflows.backoff",
+    "workflows.durations",
+)
+
+
+def _env_float(name: str) -> float | None:
+    value = os.environ.get(name)
+    return parse_duration(value) if value else None
+
+
+@dataclass
+class WorkerSettings:
+    """Worker limits; every field states its default and its environment variable."""
+
+    task_queue: str = field(default_factory=task_queue)
+    max_concurrent_jobs: int = field(
+        default_factory=lambda: int(os.environ.get("JOBS_MAX_CONCURRENT_JOBS", "100"))
+    )
+    rate_limit: float | None = field(default_factory=lambda: _env_float("JOBS_RATE_LIMIT"))
+    shutdown_grace: float = field(default_factory=lambda: _env_float("JOBS_SHUTDOWN_GRACE") or 30.0)
+    identity: str = field(default_factory=lambda: f"{os.getpid()}@{socket.gethostname()}")
+    handler_modules: str | None = None  # None: JOBS_HANDLER_MODULES
+
+
+def sandbox_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)
+    )
+
+
+def build_worker(
+    client: Client, settings: WorkerSettings, registry: HandlerRegistry | None = None
+) -> tuple[Worker, ThreadPoolExecutor]:
+    """A worker for the job task queue, and the thread pool its sync handlers run in."""
+    registry = registry or load_handlers(settings.handler_modules)
+    executor = ThreadPoolExecutor(
+        max_workers=settings.max_concurrent_jobs, thread_name_prefix="job-handler"
+    )
+    activities = JobActivities(registry, executor, settings.identity)
+    worker = Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=WORKFLOWS,
+        activities=[activities.run_job],
+        max_concurrent_activities=settings.max_concurrent_jobs,
+        max_task_queue_activities_per_second=settings.rate_limit,
+        graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace),
+        identity=settings.identity,
+        workflow_runner=sandbox_runner(),
+    )
+    return worker, executor
+
+
+async def run_worker(settings: WorkerSettings, client: Client | None = None) -> None:
+    """Run until SIGTERM/SIGINT, then shut down gracefully."""
+    client = client or await connect()
+    worker, executor = build_worker(client, settings)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(worker.shutdown()))
+    log.info(
+        "worker %s polling task queue %r (max %d concurrent jobs)",
+        settings.identity,
+        settings.task_queue,
+        settings.max_concurrent_jobs,
+    )
+    try:
+        await worker.run()
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
+        log.info("worker %s stopped", settings.identity)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(run_worker(WorkerSettings()))
+
+
+if __name__ == "__main__":
+    main()

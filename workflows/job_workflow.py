@@ -1,0 +1,274 @@
+"""``JobWorkflow``: one delayed job, from its durable wait to done, dead or cancelled.
+
+Cheapest correct shape (see README, "Server work per job"): the starter passes ``start_delay``
+so no workflow task runs until the job is due; the first task upserts ``JobStatus=running``
+and schedules ``run_job`` in one go. Retries are the activity's RetryPolicy, so a failed
+attempt costs the workflow nothing. An update (pause, trigger, ...) wakes a delayed workflow
+early; from then on the wait is a timer raced against the controls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    TimeoutType,
+    is_cancelled_exception,
+)
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.models import (
+        JOB_HANDLER,
+        JOB_NAME,
+        JOB_RUN_AT,
+        JOB_STATUS,
+        AttemptRecord,
+        HeartbeatState,
+        JobReport,
+        JobSpec,
+        JobStatus,
+        PauseRequest,
+        RunJobInput,
+        RunJobResult,
+    )
+
+RUN_JOB = "run_job"
+
+
+def start_search_attributes(spec: JobSpec, status: JobStatus) -> TypedSearchAttributes:
+    """The search attributes a job carries from its start (set by whoever starts it)."""
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(JOB_STATUS, status.value),
+        SearchAttributePair(JOB_NAME, spec.name),
+        SearchAttributePair(JOB_HANDLER, spec.handler),
+    ]
+    if spec.run_at is not None:
+        pairs.append(SearchAttributePair(JOB_RUN_AT, spec.run_at))
+    return TypedSearchAttributes(pairs)
+
+
+def retry_policy(spec: JobSpec) -> RetryPolicy:
+    """Temporal drives the retries. The activity supplies each jittered delay itself; these
+    intervals (the same formula without jitter) apply only when an attempt times out."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=spec.backoff_base),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=spec.backoff_max),
+        maximum_attempts=spec.max_attempts,
+    )
+
+
+def attempts_from_failure(err: ActivityError, now: datetime) -> list[AttemptRecord]:
+    """Recover the round's attempt log from the activity's final failure."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.details:
+        return HeartbeatState.model_validate(cause.details[0]).attempts
+    if isinstance(cause, ActivityTimeoutError) and cause.last_heartbeat_details:
+        state = HeartbeatState.model_validate(cause.last_heartbeat_details[0])
+        if cause.type == TimeoutType.HEARTBEAT:
+            state.close_dangling(now, "lease lost: no heartbeat within the lease", "LeaseExpired")
+        else:
+            kind = cause.type.name if cause.type else "unknown"
+            state.close_dangling(now, f"attempt timed out ({kind})", "AttemptTimeout")
+        return state.attempts
+    return []
+
+
+def failure_message(err: ActivityError) -> str:
+    cause = err.cause
+    if isinstance(cause, ActivityTimeoutError) and cause.type is not None:
+        return f"{cause.type.name.lower().replace('_', '-')} timeout"
+    return str(cause or err)
+
+
+@workflow.defn(name="JobWorkflow")
+class JobWorkflow:
+    @workflow.init
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.state = JobStatus.SCHEDULED
+        self.paused_until: datetime | None = None
+        self.triggered = False
+        self.controls_seen = 0  # bumps on every control so a wait re-evaluates
+        self.round = 1
+        self.attempts: list[AttemptRecord] = []
+        self.result: Any = None
+        self.last_error: str | None = None
+        self.requeue_requested = False
+        self.discard_requested = False
+
+    @workflow.run
+    async def run(self, spec: JobSpec) -> JobReport:
+        self._ensure_search_attributes()
+        try:
+            await self._wait_until_due()
+            while not await self._run_round():
+                self._set_status(JobStatus.DEAD)
+                await workflow.wait_condition(
+                    lambda: self.requeue_requested or self.discard_requested
+                )
+                if self.discard_requested:
+                    raise ApplicationError(
+                        f"discarded after {len(self.attempts)} attempts: {self.last_error}",
+                        type="JobDiscarded",
+                        non_retryable=True,
+                    )
+                self.requeue_requested = False
+                self.round += 1
+        except BaseException as err:
+            if is_cancelled_exception(err):
+                self._set_status(JobStatus.CANCELLED)
+            raise
+        self._set_status(JobStatus.DONE)
+        return self.report()
+
+    async def _wait_until_due(self) -> None:
+        """Sleep until run_at, honouring pause (with or without an end), resume and trigger."""
+        run_at = self.spec.run_at
+        assert run_at is not None, "one-shot jobs always carry run_at"
+        while not self.triggered:
+            now = workflow.now()
+            if self.state == JobStatus.PAUSED:
+                if self.paused_until is not None and now >= self.paused_until:
+                    self._resume()
+                    continue
+                wake_at = self.paused_until
+            elif now >= run_at:
+                return
+            else:
+                wake_at = run_at
+            seen = self.controls_seen
+            timeout = (wake_at - now) if wake_at is not None else None
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(self._controls_changed_since(seen), timeout=timeout)
+
+    def _controls_changed_since(self, seen: int) -> Callable[[], bool]:
+        return lambda: self.controls_seen != seen
+
+    async def _run_round(self) -> bool:
+        """One budget of attempts. True when the handler succeeded, False when exhausted."""
+        self._set_status(JobStatus.RUNNING)
+        job = RunJobInput(spec=self.spec, round=self.round, attempt_offset=len(self.attempts))
+        try:
+            outcome = await workflow.execute_activity(
+                RUN_JOB,
+                job,
+                result_type=RunJobResult,
+                activity_id=f"round-{self.round}",
+                start_to_close_timeout=timedelta(seconds=self.spec.timeout),
+                heartbeat_timeout=timedelta(seconds=self.spec.lease),
+                retry_policy=retry_policy(self.spec),
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+        except ActivityError as err:
+            if is_cancelled_exception(err):
+                raise
+            self.attempts.extend(attempts_from_failure(err, workflow.now()))
+            self.last_error = failure_message(err)
+            return False
+        self.attempts.extend(outcome.attempts)
+        if outcome.cancelled:
+            raise asyncio.CancelledError()  # the workflow was cancelled; the record is kept
+        self.result = outcome.result
+        return True
+
+    # -- state ---------------------------------------------------------------------------
+
+    def _set_status(self, status: JobStatus) -> None:
+        if status != self.state:
+            self.state = status
+            workflow.upsert_search_attributes([JOB_STATUS.value_set(status.value)])
+
+    def _ensure_search_attributes(self) -> None:
+        """Jobs started by hand (e.g. ``temporal workflow start``) still become listable."""
+        if workflow.info().typed_search_attributes.get(JOB_NAME) is None:
+            attrs = start_search_attributes(self.spec, self.state)
+            workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in attrs])
+
+    def _resume(self) -> None:
+        self.paused_until = None
+        self._set_status(JobStatus.SCHEDULED)
+        self.controls_seen += 1
+
+    def report(self) -> JobReport:
+        return JobReport(
+            job_id=self.spec.id,
+            name=self.spec.name,
+            handler=self.spec.handler,
+            status=self.state,
+            run_at=self.spec.run_at,
+            paused_until=self.paused_until,
+            max_attempts=self.spec.max_attempts,
+            round=self.round,
+            attempts=list(self.attempts),
+            result=self.result,
+            last_error=self.last_error,
+            idempotency_key=self.spec.key,
+        )
+
+    # -- queries, updates, signals ---------------------------------------------------------
+
+    @workflow.query
+    def status(self) -> JobReport:
+        return self.report()
+
+    @workflow.update
+    async def pause(self, request: PauseRequest) -> JobReport:
+        self.paused_until = request.until
+        self._set_status(JobStatus.PAUSED)
+        self.controls_seen += 1
+        return self.report()
+
+    @pause.validator
+    def _check_pause(self, request: PauseRequest) -> None:
+        if self.state not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or self.triggered:
+            raise ValueError(f"cannot pause: job is {self.state}; only a waiting job pauses")
+        if request.until is not None and request.until <= workflow.now():
+            raise ValueError("cannot pause: until is in the past")
+
+    @workflow.update
+    async def resume(self) -> JobReport:
+        self._resume()
+        return self.report()
+
+    @resume.validator
+    def _check_resume(self) -> None:
+        if self.state != JobStatus.PAUSED:
+            raise ValueError(f"cannot resume: job is {self.state}, not paused")
+
+    @workflow.update
+    async def trigger(self) -> JobReport:
+        self.triggered = True
+        self.paused_until = None
+        self.controls_seen += 1
+        return self.report()
+
+    @trigger.validator
+    def _check_trigger(self) -> None:
+        if self.state not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or self.triggered:
+            raise ValueError(f"cannot trigger: job is {self.state}; it is not waiting to run")
+
+    @workflow.signal
+    def requeue(self) -> None:
+        """Run a dead job again with a fresh attempt budget. Ignored unless dead."""
+        if self.state == JobStatus.DEAD and not self.discard_requested:
+            self.requeue_requested = True
+        else:
+            workflow.logger.warning("requeue ignored: job %s is %s", self.spec.id, self.state)
+
+    @workflow.signal
+    def discard(self) -> None:
+        """End a dead job for good. Ignored unless dead."""
+        if self.state == JobStatus.DEAD and not self.requeue_requested:
+            self.discard_requested = True
+        else:
+            workflow.logger.warning("discard ignored: job %s is %s", self.spec.id, self.state)

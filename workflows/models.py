@@ -1,0 +1,279 @@
+"""The job model: one pydantic spec shared by the CLI, the HTTP API and the workflows.
+
+Everything here is pure (no I/O, no clock) so the workflow sandbox can pass it through.
+Checks that depend on the current time (``run_at`` at most 10 years ahead) run only when the
+caller validates with ``context={"now": <aware datetime>}``; :func:`parse_spec` does that for
+every submission path, so data decoded inside a workflow is never re-judged against a clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from temporalio.common import SearchAttributeKey
+
+from workflows.durations import parse_duration
+
+# Search attributes every job workflow carries (registered on every server we start).
+JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
+JOB_NAME = SearchAttributeKey.for_keyword("JobName")
+JOB_HANDLER = SearchAttributeKey.for_keyword("JobHandler")
+JOB_RUN_AT = SearchAttributeKey.for_datetime("JobRunAt")
+SEARCH_ATTRIBUTES = (JOB_STATUS, JOB_NAME, JOB_HANDLER, JOB_RUN_AT)
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_AHEAD = timedelta(days=3653)  # 10 years, leap days included
+ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
+# A cron tick's id is "<cron id>@<slot>", the slot in UTC with seconds precision.
+TICK_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"
+_ID_RE = re.compile(f"{ID_PATTERN}|{TICK_ID_PATTERN}")
+
+
+class JobStatus(StrEnum):
+    """The status vocabulary. ``JobStatus`` search attributes carry these values."""
+
+    SCHEDULED = "scheduled"  # waiting for run_at
+    PENDING = "pending"  # due, waiting for a worker
+    RUNNING = "running"
+    RETRYING = "retrying"  # backing off until the next attempt
+    PAUSED = "paused"
+    DONE = "done"
+    DEAD = "dead"  # exhausted; parked in the dead-letter queue
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobStatus.DONE, JobStatus.CANCELLED)
+
+
+Overlap = Literal["skip", "buffer_one", "allow_all", "cancel_other"]
+
+
+def _seconds(value: Any) -> Any:
+    """Let duration fields take ``90``, ``"90s"``, ``"5m"`` as well as plain numbers."""
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return parse_duration(value)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+
+
+class JobSpec(BaseModel):
+    """What to run, when, and how hard to try. Defaults and bounds follow DESIGN.md."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(default="", description="Job id and workflow id; `job-<uuid4>` if empty.")
+    name: str = Field(min_length=1, max_length=200)
+    handler: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    payload: dict[str, Any] = Field(default_factory=dict)
+    run_at: datetime | None = None
+    delay: Seconds | None = None
+    cron: str | None = None
+    timezone: str = "UTC"
+    max_attempts: int = Field(default=8, ge=1, le=100)
+    backoff_base: Seconds = Field(default=2.0, gt=0, le=86400)
+    backoff_max: Seconds = Field(default=300.0, gt=0, le=7 * 86400)
+    jitter: float = Field(default=0.3, ge=0, le=1)
+    lease: Seconds = Field(default=60.0, ge=1, le=3600)
+    timeout: Seconds = Field(default=3600.0, ge=1, le=7 * 86400)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    overlap: Overlap = "skip"
+    catchup_window: Seconds = Field(default=60.0, ge=0, le=366 * 86400)
+    schedule_jitter: Seconds = Field(default=0.0, ge=0, le=86400)
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, value: str) -> str:
+        if value and not _ID_RE.fullmatch(value):
+            raise ValueError("must be 1-200 characters of letters, digits and . _ : -")
+        return value
+
+    @field_validator("run_at")
+    @classmethod
+    def _check_run_at(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("must include a timezone offset, e.g. 2030-01-01T09:00:00+00:00")
+        now = (info.context or {}).get("now")
+        if isinstance(now, datetime) and value - now > MAX_AHEAD:
+            raise ValueError("must be at most 10 years ahead")
+        return value
+
+    @field_validator("delay")
+    @classmethod
+    def _check_delay(cls, value: float | None) -> float | None:
+        if value is not None and not 0 <= value <= MAX_AHEAD.total_seconds():
+            raise ValueError("must be between 0 seconds and 10 years")
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _check_payload(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            size = len(json.dumps(value, separators=(",", ":")).encode())
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"must be JSON-serializable ({err})") from err
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"is {size} bytes serialized; the limit is {MAX_PAYLOAD_BYTES}")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _check_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as err:
+            raise ValueError(f"unknown IANA time zone {value!r}") from err
+        return value
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> JobSpec:
+        given = [f for f in ("run_at", "delay", "cron") if getattr(self, f) is not None]
+        if len(given) != 1:
+            which = ", ".join(given) if given else "none"
+            raise ValueError(f"exactly one of run_at, delay or cron is required (got {which})")
+        if self.timeout < self.lease:
+            raise ValueError("timeout must be at least the lease")
+        if self.backoff_max < self.backoff_base:
+            raise ValueError("backoff_max must be at least backoff_base")
+        if self.cron is None:
+            # Compared with the defaults, not model_fields_set: decoded specs set every field.
+            cron_only = [
+                name
+                for name in ("overlap", "catchup_window", "schedule_jitter")
+                if getattr(self, name) != type(self).model_fields[name].default
+            ]
+            if cron_only:
+                raise ValueError(f"{', '.join(cron_only)} only apply to cron jobs")
+        return self
+
+    @property
+    def key(self) -> str:
+        """The idempotency key handed to the handler: stable across retries."""
+        return self.idempotency_key or self.id
+
+
+def parse_spec(data: dict[str, Any] | JobSpec, now: datetime, new_id: str) -> JobSpec:
+    """Validate a submission against ``now`` and normalize it for the workflow.
+
+    ``delay`` becomes an absolute ``run_at`` and an empty id becomes ``new_id``, so the
+    workflow input names one instant. Raises ``pydantic.ValidationError``.
+    """
+    raw = data.model_dump(exclude_unset=True) if isinstance(data, JobSpec) else data
+    spec = JobSpec.model_validate(raw, context={"now": now})
+    update: dict[str, Any] = {}
+    if not spec.id:
+        update["id"] = new_id
+    if spec.delay is not None:
+        update.update(run_at=now + timedelta(seconds=spec.delay), delay=None)
+    return spec.model_copy(update=update) if update else spec
+
+
+class AttemptRecord(BaseModel):
+    """One execution attempt of the ``run_job`` activity."""
+
+    attempt: int  # counts across requeue rounds: 1, 2, ...
+    round: int = 1  # 1 for the first budget of attempts, +1 per requeue
+    started_at: datetime
+    ended_at: datetime | None = None
+    worker: str = ""
+    outcome: Literal["running", "succeeded", "failed", "lost", "cancelled"] = "running"
+    error: str | None = None
+    error_type: str | None = None
+    retry_delay: float | None = None  # seconds chosen by the backoff formula, if retried
+
+    def close(
+        self,
+        outcome: Literal["succeeded", "failed", "lost", "cancelled"],
+        ended_at: datetime,
+        error: str | None = None,
+        error_type: str | None = None,
+        retry_delay: float | None = None,
+    ) -> AttemptRecord:
+        return self.model_copy(
+            update={
+                "outcome": outcome,
+                "ended_at": ended_at,
+                "error": error,
+                "error_type": error_type,
+                "retry_delay": retry_delay,
+            }
+        )
+
+
+class HeartbeatState(BaseModel):
+    """Heartbeat details of ``run_job``: the round's attempt log survives across attempts."""
+
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    progress: Any = None
+
+    def close_dangling(self, ended_at: datetime, error: str, error_type: str) -> None:
+        """Mark an attempt that never reported its end (its worker died or it timed out)."""
+        if self.attempts and self.attempts[-1].outcome == "running":
+            self.attempts[-1] = self.attempts[-1].close("lost", ended_at, error, error_type)
+
+
+class RunJobInput(BaseModel):
+    """What the workflow hands to one round of the ``run_job`` activity."""
+
+    spec: JobSpec
+    round: int = 1
+    attempt_offset: int = 0  # attempts spent in earlier rounds
+
+
+class RunJobResult(BaseModel):
+    attempts: list[AttemptRecord]
+    result: Any = None
+    cancelled: bool = False  # the attempt stopped because the job was cancelled
+
+
+class PauseRequest(BaseModel):
+    until: datetime | None = None
+
+    @field_validator("until")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.utcoffset() is None:
+            raise ValueError("must include a timezone offset")
+        return value
+
+
+class JobReport(BaseModel):
+    """What ``status`` returns for a one-shot job (the query, enriched by the client)."""
+
+    job_id: str
+    kind: Literal["job", "cron"] = "job"
+    name: str
+    handler: str
+    status: JobStatus
+    run_at: datetime | None = None
+    paused_until: datetime | None = None
+    max_attempts: int
+    round: int = 1
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    result: Any = None
+    last_error: str | None = None
+    idempotency_key: str
+    # Live state filled in from Temporal's describe by the client, not by the workflow.
+    next_attempt_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
+    worker: str | None = None
