@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +19,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.registry import HandlerRegistry, JobContext, PermanentError
 from workflows.backoff import base_delay, retry_delay
@@ -26,6 +27,10 @@ from workflows.models import AttemptRecord, HeartbeatState, RunJobInput, RunJobR
 
 Outcome = Literal["succeeded", "failed", "cancelled"]
 
+log = logging.getLogger("jobs.run_job")
+# Failed attempts are routine for a job scheduler: we log one line each ourselves, and the
+# SDK logs BENIGN failures at DEBUG instead of a traceback per attempt.
+BENIGN = ApplicationErrorCategory.BENIGN
 # Sync handlers that ignore ctx.cancelled get this long to notice before we give up on them.
 CANCEL_GRACE_SECONDS = 5.0
 
@@ -131,8 +136,9 @@ class JobActivities:
             return RunJobResult(attempts=state.attempts, cancelled=True)
         except PermanentError as err:
             finish("failed", err)
+            log.warning("job %s attempt %d failed permanently: %s", spec.id, record.attempt, err)
             raise ApplicationError(
-                str(err), state, type=type(err).__name__, non_retryable=True
+                str(err), state, type=type(err).__name__, non_retryable=True, category=BENIGN
             ) from err
         except Exception as err:
             last = info.attempt >= spec.max_attempts
@@ -142,11 +148,21 @@ class JobActivities:
                     info.attempt, spec.backoff_base, spec.backoff_max, spec.jitter, random.random()
                 )
             finish("failed", err, delay)
+            then = f"retry in {delay:.1f}s" if delay is not None else "no attempts left"
+            log.warning(
+                "job %s attempt %d failed: %s: %s; %s",
+                spec.id,
+                record.attempt,
+                type(err).__name__,
+                err,
+                then,
+            )
             raise ApplicationError(
                 str(err) or type(err).__name__,
                 state,
                 type=type(err).__name__,
                 next_retry_delay=timedelta(seconds=delay) if delay is not None else None,
+                category=BENIGN,
             ) from err
         finish("succeeded")
         return RunJobResult(attempts=state.attempts, result=result)

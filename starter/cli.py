@@ -78,6 +78,20 @@ def spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def read_payload(text: str) -> Any:
+    """``--payload`` takes JSON, or ``@path`` to read it from a file (argv caps one argument
+    at 128 KiB on Linux, below the 256 KiB payload limit)."""
+    if text.startswith("@"):
+        try:
+            text = open(text[1:]).read()  # noqa: SIM115 - tiny, read once
+        except OSError as err:
+            raise SpecError([("payload", f"cannot read {text[1:]}: {err.strerror}")]) from err
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SpecError([("payload", f"not valid JSON: {err}")]) from err
+
+
 def build_spec(
     name: str,
     handler: str,
@@ -91,10 +105,7 @@ def build_spec(
     """The raw spec from CLI flags; the model does all the validating."""
     raw: dict[str, Any] = {"name": name, "handler": handler}
     if payload is not None:
-        try:
-            raw["payload"] = json.loads(payload)
-        except json.JSONDecodeError as err:
-            raise SpecError([("payload", f"not valid JSON: {err}")]) from err
+        raw["payload"] = read_payload(payload)
     for key, value in (("run_at", at), ("delay", in_), ("cron", cron), ("timezone", tz)):
         if value is not None:
             raw[key] = value
@@ -105,7 +116,7 @@ def build_spec(
 @cli.command()
 @click.argument("name")
 @click.option("--handler", required=True, help="Registered handler name, e.g. demo.sleep.")
-@click.option("--payload", help="JSON object handed to the handler.")
+@click.option("--payload", help="JSON object handed to the handler, or @file.json.")
 @click.option("--at", help="Run at this ISO-8601 time (with offset).")
 @click.option("--in", "in_", help="Run after this long: 90, 90s, 5m, 2h.")
 @click.option("--cron", help="Cron expression (5 fields, or 6 with seconds first).")

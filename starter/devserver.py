@@ -8,10 +8,12 @@ mode (about twice the start rate of the default journal on this class of machine
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ from starter.binaries import temporal_cli
 from starter.client import connect
 from workflows.models import SEARCH_ATTRIBUTES
 
+PR_SET_PDEATHSIG = 1
 _TYPE_NAMES = {"KEYWORD": "Keyword", "DATETIME": "Datetime", "TEXT": "Text", "INT": "Int"}
 
 
@@ -33,6 +36,14 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: on Linux, SIGKILL the server if its parent dies, so a
+    crashed ``jobs dev`` or test run never leaves a server holding the port and the file."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def search_attribute_flags() -> list[str]:
@@ -77,7 +88,11 @@ class DevServer:
         if self.log_path is not None:
             self._log = out = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            self.command(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         return await self.wait_ready(timeout)
 

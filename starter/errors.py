@@ -24,7 +24,8 @@ class SpecError(JobsError):
     def from_validation(cls, err: ValidationError) -> SpecError:
         problems = []
         for item in err.errors():
-            field = ".".join(str(part) for part in item["loc"]) or "spec"
+            field = ".".join(str(part) for part in item["loc"])
+            field = field or str((item.get("ctx") or {}).get("fields", "spec"))
             reason = item["msg"].removeprefix("Value error, ")
             problems.append((field, reason))
         return cls(problems)

@@ -10,9 +10,6 @@ task and hang the test.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -29,10 +26,9 @@ from temporalio.worker import Worker
 from activities.registry import load_handlers
 from starter.binaries import test_server
 from starter.devserver import DevServer
+from tests.processes import Workers, cli_env
 from worker import WorkerSettings, build_worker
 from workflows.models import SEARCH_ATTRIBUTES
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -83,36 +79,15 @@ async def running_worker(client: Client, task_queue: str) -> AsyncIterator[Worke
     executor.shutdown(wait=False, cancel_futures=True)
 
 
-def subprocess_env(server: DevServer, task_queue: str, **extra: str) -> dict[str, str]:
-    """Environment for CLI and worker subprocesses pointed at a test server."""
-    return {
-        **os.environ,
-        "TEMPORAL_ADDRESS": server.address,
-        "JOBS_TASK_QUEUE": task_queue,
-        "JOBS_HANDLER_MODULES": "tests.handlers",
-        "PYTHONPATH": str(ROOT),
-        **extra,
-    }
-
-
-def jobs_cli(
-    env: dict[str, str], *args: str, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``jobs`` console script."""
-    exe = Path(sys.executable).parent / "jobs"
-    return subprocess.run(
-        [str(exe), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
+@pytest.fixture
+def cli(dev_server: DevServer, task_queue: str) -> dict[str, str]:
+    """Environment for ``jobs`` subprocesses against the session's dev server."""
+    return cli_env(dev_server.address, task_queue)
 
 
 @pytest.fixture
-def worker_process(
-    dev_server: DevServer, task_queue: str
-) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Start worker subprocesses with ``start(**env)``; all are killed at teardown."""
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+def workers(cli: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
+    """Worker subprocesses on the test's task queue; killed at teardown."""
+    group = Workers(cli, tmp_path)
+    yield group
+    group.stop_all()

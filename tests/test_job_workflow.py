@@ -17,7 +17,7 @@ from tests.conftest import running_worker
 from workflows.backoff import retry_delay_bounds
 from workflows.models import JobReport, JobStatus
 
-HANDLERS = load_handlers().names()
+HANDLERS = load_handlers("tests.handlers").names()
 
 
 async def submit(env: WorkflowEnvironment, **spec: Any) -> WorkflowHandle[Any, JobReport]:

@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 from temporalio.common import SearchAttributeKey
 
 from workflows.durations import parse_duration
@@ -41,6 +42,11 @@ ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 # A cron tick's id is "<cron id>@<slot>", the slot in UTC with seconds precision.
 TICK_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"
 _ID_RE = re.compile(f"{ID_PATTERN}|{TICK_ID_PATTERN}")
+
+
+def _spec_error(fields: str, message: str) -> PydanticCustomError:
+    """A whole-spec error that still names its fields (pydantic gives those an empty loc)."""
+    return PydanticCustomError("spec", message, {"fields": fields})
 
 
 class JobStatus(StrEnum):
@@ -149,12 +155,13 @@ class JobSpec(BaseModel):
     def _check_combination(self) -> JobSpec:
         given = [f for f in ("run_at", "delay", "cron") if getattr(self, f) is not None]
         if len(given) != 1:
-            which = ", ".join(given) if given else "none"
-            raise ValueError(f"exactly one of run_at, delay or cron is required (got {which})")
+            fields = ", ".join(given) if given else "run_at, delay, cron"
+            raise _spec_error(fields, "exactly one of run_at, delay or cron is required")
         if self.timeout < self.lease:
-            raise ValueError("timeout must be at least the lease")
+            raise _spec_error("timeout", f"must be at least the lease ({self.lease:g}s)")
         if self.backoff_max < self.backoff_base:
-            raise ValueError("backoff_max must be at least backoff_base")
+            floor = f"must be at least backoff_base ({self.backoff_base:g}s)"
+            raise _spec_error("backoff_max", floor)
         if self.cron is None:
             # Compared with the defaults, not model_fields_set: decoded specs set every field.
             cron_only = [
@@ -163,7 +170,7 @@ class JobSpec(BaseModel):
                 if getattr(self, name) != type(self).model_fields[name].default
             ]
             if cron_only:
-                raise ValueError(f"{', '.join(cron_only)} only apply to cron jobs")
+                raise _spec_error(", ".join(cron_only), "only applies to cron jobs")
         return self
 
     @property

@@ -1,0 +1,85 @@
+"""Real processes for end-to-end tests and drills: ``jobs`` CLI calls and worker subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBS = str(Path(sys.executable).parent / "jobs")
+
+
+def cli_env(address: str, task_queue: str, **extra: str) -> dict[str, str]:
+    """Environment for CLI and worker subprocesses pointed at a test server and queue."""
+    return {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "JOBS_TASK_QUEUE": task_queue,
+        "JOBS_HANDLER_MODULES": "tests.handlers",
+        "PYTHONPATH": str(ROOT),
+        **extra,
+    }
+
+
+def jobs(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``jobs`` console script and capture its output."""
+    return subprocess.run(
+        [JOBS, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def jobs_json(env: dict[str, str], *args: str) -> Any:
+    result = jobs(env, *args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@dataclass
+class Workers:
+    """Worker subprocesses (``jobs worker``); whatever is still running is killed at the end."""
+
+    env: dict[str, str]
+    log_dir: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self, **extra: str) -> subprocess.Popen[bytes]:
+        log = self.log_dir / f"worker-{len(self.procs)}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [JOBS, "worker"],
+                env={**self.env, **extra},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.procs.append(proc)
+        self.wait_for_log(proc, "polling task queue")
+        return proc
+
+    def log_of(self, proc: subprocess.Popen[bytes]) -> str:
+        return (self.log_dir / f"worker-{self.procs.index(proc)}.log").read_text()
+
+    def wait_for_log(self, proc: subprocess.Popen[bytes], text: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log_of(proc):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"worker never logged {text!r}:\n{self.log_of(proc)}")
+            time.sleep(0.1)
+
+    def identity(self, proc: subprocess.Popen[bytes]) -> str:
+        """The worker identity as Temporal and the attempt records show it (pid@host)."""
+        return f"{proc.pid}@{socket.gethostname()}"
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

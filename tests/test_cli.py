@@ -1,0 +1,158 @@
+"""The ``jobs`` CLI against a real dev server, with worker subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from tests.processes import Workers, jobs, jobs_json
+
+pytestmark = pytest.mark.devserver
+
+
+def wait_for(cli: dict[str, str], job_id: str, status: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    report: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        report = jobs_json(cli, "status", job_id)
+        if report["status"] == status:
+            return report
+        time.sleep(0.5)
+    raise AssertionError(f"{job_id} never reached {status}: {report}")
+
+
+def test_schedule_in_3s_then_status_reaches_done(cli: dict[str, str], workers: Workers) -> None:
+    worker = workers.start()
+    scheduled = jobs_json(
+        cli,
+        "schedule",
+        "cli smoke",
+        "--handler",
+        "demo.sleep",
+        "--payload",
+        '{"seconds": 0.2}',
+        "--in",
+        "3s",
+    )
+    assert scheduled["job_id"].startswith("job-") and scheduled["next_run_at"]
+    first = jobs_json(cli, "status", scheduled["job_id"])
+    assert first["status"] == "scheduled" and first["attempts"] == []
+    report = wait_for(cli, scheduled["job_id"], "done")
+    [attempt] = report["attempts"]
+    assert attempt["outcome"] == "succeeded"
+    assert attempt["worker"] == workers.identity(worker)
+    assert attempt["started_at"] >= scheduled["next_run_at"]
+
+
+def test_controls_through_the_cli(cli: dict[str, str], workers: Workers) -> None:
+    workers.start()
+    job_id = f"ctl-{uuid.uuid4().hex[:8]}"
+    jobs_json(cli, "schedule", "controls", "--handler", "log", "--in", "1h", "--id", job_id)
+    assert jobs_json(cli, "pause", job_id)["status"] == "paused"
+    assert jobs_json(cli, "status", job_id)["status"] == "paused"
+    again = jobs(cli, "resume", job_id)
+    assert again.returncode == 0, again.stderr
+    wrong = jobs(cli, "resume", job_id)
+    assert wrong.returncode == 5 and "not paused" in wrong.stderr
+    jobs_json(cli, "trigger", job_id)
+    wait_for(cli, job_id, "done")
+    finished = jobs(cli, "trigger", job_id)
+    assert finished.returncode == 5 and "finished" in finished.stderr
+    duplicate = jobs(cli, "schedule", "again", "--handler", "log", "--in", "1h", "--id", job_id)
+    assert duplicate.returncode == 4 and "already exists" in duplicate.stderr
+    missing = jobs(cli, "status", "no-such-job")
+    assert (
+        missing.returncode == 3 and missing.stderr.strip() == "error: no job with id 'no-such-job'"
+    )
+
+
+def test_cancel_through_the_cli(cli: dict[str, str], workers: Workers) -> None:
+    workers.start()
+    job_id = f"cancel-{uuid.uuid4().hex[:8]}"
+    jobs_json(cli, "schedule", "to cancel", "--handler", "log", "--in", "2h", "--id", job_id)
+    assert jobs(cli, "cancel", job_id).returncode == 0
+    assert wait_for(cli, job_id, "cancelled")["attempts"] == []
+    again = jobs(cli, "cancel", job_id)
+    assert again.returncode == 5 and "finished (cancelled)" in again.stderr
+
+
+BAD_INPUT = [
+    # (case, extra flags, field named in the one error line)
+    ("naive datetime", ["--at", "2030-01-01T09:00:00"], "run_at"),
+    ("run_at and delay", ["--at", "2030-01-01T09:00:00Z", "--in", "10s"], "run_at, delay"),
+    ("no time at all", [], "run_at, delay, cron"),
+    ("negative delay", ["--in", "-5"], "delay"),
+    ("unparseable delay", ["--in", "soon"], "delay"),
+    ("more than 10 years ahead", ["--at", "2045-01-01T00:00:00+00:00"], "run_at"),
+    ("unknown handler", ["--in", "5s", "--handler", "no.such.handler"], "handler"),
+    ("payload over 256 KiB", ["--in", "5s", "--payload", "@BIG"], "payload"),
+    ("payload not an object", ["--in", "5s", "--payload", "[1, 2]"], "payload"),
+    ("payload not JSON", ["--in", "5s", "--payload", "{oops"], "payload"),
+    ("max_attempts 0", ["--in", "5s", "--max-attempts", "0"], "max_attempts"),
+    ("max_attempts 101", ["--in", "5s", "--max-attempts", "101"], "max_attempts"),
+    ("lease above timeout", ["--in", "5s", "--lease", "10m", "--timeout", "5m"], "timeout"),
+    ("lease under a second", ["--in", "5s", "--lease", "0.5"], "lease"),
+    ("id with illegal characters", ["--in", "5s", "--id", "bad id!"], "id"),
+    ("bad timezone", ["--in", "5s", "--tz", "Mars/Olympus_Mons"], "timezone"),
+    ("jitter above 1", ["--in", "5s", "--jitter", "1.5"], "jitter"),
+    ("zero backoff base", ["--in", "5s", "--backoff-base", "0"], "backoff_base"),
+    (
+        "backoff max below base",
+        ["--in", "5s", "--backoff-base", "1m", "--backoff-max", "5s"],
+        "backoff_max",
+    ),
+    ("cron option on a one-shot", ["--in", "5s", "--overlap", "allow_all"], "overlap"),
+    ("idempotency key too long", ["--in", "5s", "--idempotency-key", "k" * 201], "idempotency_key"),
+]
+
+
+async def test_bad_input_exits_non_zero_with_one_line_and_starts_nothing(
+    cli: dict[str, str], dev_client: Client, tmp_path: Path
+) -> None:
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"blob": "x" * (256 * 1024)}))
+    names = []
+    for case, flags, field in BAD_INPUT:
+        name = f"bad-{uuid.uuid4().hex[:8]}"
+        names.append(name)
+        args = ["schedule", name, "--handler", "log"]
+        if "--id" not in flags:
+            args += ["--id", name]
+        args += [f"@{big}" if flag == "@BIG" else flag for flag in flags]
+        result = await asyncio.to_thread(jobs, cli, *args)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2, (case, result.stderr)
+        assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), (case, lines)
+        assert result.stdout == "", case
+        with pytest.raises(RPCError) as missing:
+            await dev_client.get_workflow_handle(name).describe()
+        assert missing.value.status == RPCStatusCode.NOT_FOUND, case
+    assert len(BAD_INPUT) >= 15
+    await asyncio.sleep(1.5)  # visibility is eventually consistent; give it time to show any
+    listed = " OR ".join(f'JobName = "{name}"' for name in names)
+    assert (await dev_client.count_workflows(listed)).count == 0
+
+
+async def test_read_command_exits_zero_thirty_times_in_a_row(cli: dict[str, str]) -> None:
+    job_id = f"reads-{uuid.uuid4().hex[:8]}"
+    jobs_json(cli, "schedule", "read me", "--handler", "log", "--in", "1h", "--id", job_id)
+    codes = []
+    for _ in range(30):
+        result = await asyncio.to_thread(jobs, cli, "status", job_id, "--json")
+        codes.append(result.returncode)
+        assert json.loads(result.stdout)["job_id"] == job_id
+    assert codes == [0] * 30
+
+
+def test_unreachable_temporal_is_a_clear_error(cli: dict[str, str]) -> None:
+    result = jobs({**cli, "TEMPORAL_ADDRESS": "127.0.0.1:1"}, "status", "anything")
+    assert result.returncode == 6
+    assert result.stderr.startswith("error: cannot reach Temporal at 127.0.0.1:1")
