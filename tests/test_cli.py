@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,40 @@ def test_unreachable_temporal_is_a_clear_error(cli: dict[str, str]) -> None:
     result = jobs({**cli, "TEMPORAL_ADDRESS": "127.0.0.1:1"}, "status", "anything")
     assert result.returncode == 6
     assert result.stderr.startswith("error: cannot reach Temporal at 127.0.0.1:1")
+
+
+def test_status_shows_the_live_state_running_then_retrying(
+    cli: dict[str, str], workers: Workers
+) -> None:
+    worker = workers.start()
+    payload = json.dumps({"seconds": 3, "fail_times": 1})
+    job_id = jobs_json(
+        cli,
+        "schedule",
+        "live",
+        "--handler",
+        "demo.sleep",
+        "--payload",
+        payload,
+        "--in",
+        "0",
+        "--lease",
+        "2s",
+        "--backoff-base",
+        "30s",
+        "--jitter",
+        "0",
+    )["job_id"]
+    running = wait_for(cli, job_id, "running")
+    assert running["worker"] == workers.identity(worker)
+    assert running["last_heartbeat_at"] is not None
+    assert running["attempts"][0]["outcome"] == "running"
+    retrying = wait_for(cli, job_id, "retrying")
+    [failed] = retrying["attempts"]
+    assert (failed["outcome"], failed["retry_delay"]) == ("failed", 30)
+    ended = datetime.fromisoformat(failed["ended_at"])
+    next_at = datetime.fromisoformat(retrying["next_attempt_at"])
+    assert timedelta(seconds=29) <= next_at - ended <= timedelta(seconds=31)
+    text = jobs(cli, "status", job_id).stdout
+    assert "retrying: attempt 1 of 8 failed; next attempt" in text
+    assert jobs(cli, "cancel", job_id).returncode == 0

@@ -79,6 +79,13 @@ def test_sigkill_worker_mid_job_then_a_second_worker_finishes_it(
     assert {r["key"] for r in lines} == {job_id}  # one idempotency key across both attempts
 
 
+def test_worker_stops_cleanly_on_sigterm(workers: Workers) -> None:
+    worker = workers.start()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    assert "stopped" in workers.log_of(worker)
+
+
 def test_jobs_dev_keeps_every_job_across_restarts(tmp_path: Path) -> None:
     port, ui_port = free_port(), free_port()
     env = cli_env(f"localhost:{port}", "jobs")
