@@ -26,15 +26,18 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.dlq import AlertActivities, park_in_dlq, report_to_dlq
+from activities.notify import notifier_from_env
 from activities.registry import HandlerRegistry, load_handlers
 from activities.run_job import JobActivities
 from starter.client import connect, task_queue
+from workflows.dlq_workflow import DeadLetterQueueWorkflow
 from workflows.durations import parse_duration
 from workflows.job_workflow import JobWorkflow
 
 log = logging.getLogger("jobs.worker")
 
-WORKFLOWS = [JobWorkflow]
+WORKFLOWS = [JobWorkflow, DeadLetterQueueWorkflow]
 # Pure modules the workflows import; passing them through skips re-importing per run.
 PASSTHROUGH = (
     "pydantic",
@@ -79,12 +82,13 @@ def build_worker(
     executor = ThreadPoolExecutor(
         max_workers=settings.max_concurrent_jobs, thread_name_prefix="job-handler"
     )
-    activities = JobActivities(registry, executor, settings.identity)
+    jobs = JobActivities(registry, executor, settings.identity)
+    alerts = AlertActivities(notifier_from_env())
     worker = Worker(
         client,
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
-        activities=[activities.run_job],
+        activities=[jobs.run_job, park_in_dlq, report_to_dlq, alerts.notify_dead_jobs],
         max_concurrent_activities=settings.max_concurrent_jobs,
         max_task_queue_activities_per_second=settings.rate_limit,
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -63,6 +64,7 @@ class DevServer:
     ui_port: int | None = None  # None: headless
     wal: bool = True
     log_path: Path | None = None
+    dynamic_config: dict[str, object] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
 
@@ -78,6 +80,8 @@ class DevServer:
             if self.wal:
                 cmd += ["--sqlite-pragma", "journal_mode=wal"]
         cmd += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
+        for key, value in self.dynamic_config.items():
+            cmd += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
         return cmd + search_attribute_flags()
 
     async def start(self, timeout: float = 90.0) -> Client:

@@ -291,7 +291,7 @@ async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -
         ) from err
 
 
-def _require_open(job_id: str, action: str, desc: WorkflowExecutionDescription) -> None:
+def require_open(job_id: str, action: str, desc: WorkflowExecutionDescription) -> None:
     """A closed job answers no control: say so instead of letting the RPC fail obscurely."""
     if desc.status != WorkflowExecutionStatus.RUNNING:
         state = desc.typed_search_attributes.get(JOB_STATUS) or (
@@ -304,7 +304,7 @@ async def _update(
     client: Client, job_id: str, name: str, arg: BaseModel | None = None
 ) -> JobReport:
     handle, desc = await describe(client, job_id)
-    _require_open(job_id, name, desc)
+    require_open(job_id, name, desc)
     args = [arg] if arg is not None else []
     return await _control(
         job_id, name, lambda: handle.execute_update(name, args=args, result_type=JobReport)
@@ -326,6 +326,6 @@ async def trigger(client: Client, job_id: str) -> JobReport:
 async def cancel(client: Client, job_id: str) -> None:
     """Request cancellation; a running attempt is cancelled through its heartbeat."""
     handle, desc = await describe(client, job_id)
-    _require_open(job_id, "cancel", desc)
+    require_open(job_id, "cancel", desc)
     async with temporal_errors(job_id):
         await handle.cancel()

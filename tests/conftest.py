@@ -10,16 +10,21 @@ task and hang the test.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -28,11 +33,12 @@ from starter.binaries import test_server
 from starter.devserver import DevServer
 from tests.processes import Workers, cli_env
 from worker import WorkerSettings, build_worker
-from workflows.models import SEARCH_ATTRIBUTES
+from workflows.models import DLQ_WORKFLOW_ID, SEARCH_ATTRIBUTES
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A fresh time-skipping server per test (~0.3 s): no state, clock or DLQ shared."""
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=test_server(), data_converter=pydantic_data_converter
     )
@@ -74,9 +80,29 @@ async def running_worker(client: Client, task_queue: str) -> AsyncIterator[Worke
     """An in-process worker with the built-in and test handlers."""
     registry = load_handlers("tests.handlers")
     worker, executor = build_worker(client, WorkerSettings(task_queue=task_queue), registry)
-    async with worker:
-        yield worker
-    executor.shutdown(wait=False, cancel_futures=True)
+    try:
+        async with worker:
+            yield worker
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def end_dlq(client: Client) -> None:
+    """The DLQ is a singleton living on the task queue of the job that first parked; each
+    dev-server test has its own queue, so delete it with the test that started it."""
+    request = DeleteWorkflowExecutionRequest(
+        namespace=client.namespace,
+        workflow_execution=WorkflowExecution(workflow_id=DLQ_WORKFLOW_ID),
+    )
+    with contextlib.suppress(RPCError):
+        await client.workflow_service.delete_workflow_execution(request)
+    async with asyncio.timeout(30):  # deletion is asynchronous on the server
+        while True:
+            try:
+                await client.get_workflow_handle(DLQ_WORKFLOW_ID).describe()
+            except RPCError:
+                return
+            await asyncio.sleep(0.2)
 
 
 @pytest.fixture
@@ -86,8 +112,11 @@ def cli(dev_server: DevServer, task_queue: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def workers(cli: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
+async def workers(
+    cli: dict[str, str], tmp_path: Path, dev_client: Client
+) -> AsyncIterator[Workers]:
     """Worker subprocesses on the test's task queue; killed at teardown."""
     group = Workers(cli, tmp_path)
     yield group
     group.stop_all()
+    await end_dlq(dev_client)

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
@@ -27,12 +27,16 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.models import (
+        DLQ_MEMO_KEY,
+        DLQ_WORKFLOW_ID,
         JOB_HANDLER,
         JOB_NAME,
         JOB_RUN_AT,
         JOB_STATUS,
         AttemptRecord,
+        DeadEntry,
         HeartbeatState,
+        JobRelease,
         JobReport,
         JobSpec,
         JobStatus,
@@ -42,6 +46,10 @@ with workflow.unsafe.imports_passed_through():
     )
 
 RUN_JOB = "run_job"
+PARK_IN_DLQ = "park_in_dlq"
+REPORT_TO_DLQ = "report_to_dlq"
+# Reaching the DLQ must not fail the job: keep trying, at most every 30 s.
+DLQ_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))
 
 
 def start_search_attributes(spec: JobSpec, status: JobStatus) -> TypedSearchAttributes:
@@ -103,8 +111,8 @@ class JobWorkflow:
         self.attempts: list[AttemptRecord] = []
         self.result: Any = None
         self.last_error: str | None = None
-        self.requeue_requested = False
-        self.discard_requested = False
+        self.release_request: Literal["requeue", "discard"] | None = None
+        self.parked_at: datetime | None = None
 
     @workflow.run
     async def run(self, spec: JobSpec) -> JobReport:
@@ -112,24 +120,61 @@ class JobWorkflow:
         try:
             await self._wait_until_due()
             while not await self._run_round():
-                self._set_status(JobStatus.DEAD)
-                await workflow.wait_condition(
-                    lambda: self.requeue_requested or self.discard_requested
+                await self._park()
+                await workflow.wait_condition(lambda: self.release_request is not None)
+                # release_request stays set (so later requests are ignored) until the next
+                # round starts and the status leaves dead in the same step.
+                action = self.release_request
+                workflow.upsert_memo({DLQ_MEMO_KEY: None})
+                self.parked_at = None
+                await self._tell_dlq(
+                    REPORT_TO_DLQ,
+                    JobRelease(
+                        job_id=self.spec.id,
+                        action=action,
+                        applied=True,
+                        status=JobStatus.DEAD,
+                        round=self.round,
+                    ),
                 )
-                if self.discard_requested:
+                if action == "discard":
+                    await workflow.wait_condition(workflow.all_handlers_finished)
                     raise ApplicationError(
                         f"discarded after {len(self.attempts)} attempts: {self.last_error}",
                         type="JobDiscarded",
                         non_retryable=True,
                     )
-                self.requeue_requested = False
                 self.round += 1
+                self.release_request = None
         except BaseException as err:
             if is_cancelled_exception(err):
                 self._set_status(JobStatus.CANCELLED)
             raise
         self._set_status(JobStatus.DONE)
+        # A handler may still be answering the DLQ about an ignored request.
+        await workflow.wait_condition(workflow.all_handlers_finished)
         return self.report()
+
+    async def _park(self) -> None:
+        """Dead: say so in visibility and the memo, then index it in the DLQ (which alerts)."""
+        self._set_status(JobStatus.DEAD)
+        self.parked_at = workflow.now()
+        entry = DeadEntry(
+            job_id=self.spec.id,
+            name=self.spec.name,
+            handler=self.spec.handler,
+            attempts=len(self.attempts),
+            last_error=self.last_error,
+            parked_at=self.parked_at,
+            round=self.round,
+        )
+        workflow.upsert_memo({DLQ_MEMO_KEY: entry.model_dump(mode="json")})
+        await self._tell_dlq(PARK_IN_DLQ, entry)
+
+    async def _tell_dlq(self, activity: str, message: DeadEntry | JobRelease) -> None:
+        await workflow.execute_activity(
+            activity, message, start_to_close_timeout=timedelta(seconds=30), retry_policy=DLQ_RETRY
+        )
 
     async def _wait_until_due(self) -> None:
         """Sleep until run_at, honouring pause (with or without an end), resume and trigger."""
@@ -213,6 +258,7 @@ class JobWorkflow:
             result=self.result,
             last_error=self.last_error,
             idempotency_key=self.spec.key,
+            parked_at=self.parked_at,
         )
 
     # -- queries, updates, signals ---------------------------------------------------------
@@ -258,17 +304,30 @@ class JobWorkflow:
             raise ValueError(f"cannot trigger: job is {self.state}; it is not waiting to run")
 
     @workflow.signal
-    def requeue(self) -> None:
+    async def requeue(self, source: str | None = None) -> None:
         """Run a dead job again with a fresh attempt budget. Ignored unless dead."""
-        if self.state == JobStatus.DEAD and not self.discard_requested:
-            self.requeue_requested = True
-        else:
-            workflow.logger.warning("requeue ignored: job %s is %s", self.spec.id, self.state)
+        await self._release("requeue", source)
 
     @workflow.signal
-    def discard(self) -> None:
+    async def discard(self, source: str | None = None) -> None:
         """End a dead job for good. Ignored unless dead."""
-        if self.state == JobStatus.DEAD and not self.requeue_requested:
-            self.discard_requested = True
-        else:
-            workflow.logger.warning("discard ignored: job %s is %s", self.spec.id, self.state)
+        await self._release("discard", source)
+
+    async def _release(self, action: Literal["requeue", "discard"], source: str | None) -> None:
+        if self.state == JobStatus.DEAD and self.release_request is None:
+            self.release_request = action
+            return
+        # Not dead (or already released): a no-op. A request forwarded by the DLQ gets an
+        # answer so the DLQ's log says what happened.
+        workflow.logger.warning("%s ignored: job %s is %s", action, self.spec.id, self.state)
+        if source == DLQ_WORKFLOW_ID:
+            await self._tell_dlq(
+                REPORT_TO_DLQ,
+                JobRelease(
+                    job_id=self.spec.id,
+                    action=action,
+                    applied=False,
+                    status=self.state,
+                    round=self.round,
+                ),
+            )

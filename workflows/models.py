@@ -280,7 +280,61 @@ class JobReport(BaseModel):
     result: Any = None
     last_error: str | None = None
     idempotency_key: str
+    parked_at: datetime | None = None  # when it last went dead
     # Live state filled in from Temporal's describe by the client, not by the workflow.
     next_attempt_at: datetime | None = None
     last_heartbeat_at: datetime | None = None
     worker: str | None = None
+
+
+# -- dead-letter queue ---------------------------------------------------------------------
+
+DLQ_WORKFLOW_ID = "dead-letter-queue"
+DLQ_MEMO_KEY = "dlq"  # a parked job's DeadEntry, in its memo, so listings need no queries
+MAX_ERROR_CHARS = 500
+
+
+class DeadEntry(BaseModel):
+    """The compact record of a parked job; the full history stays on the job."""
+
+    job_id: str
+    name: str
+    handler: str
+    attempts: int
+    last_error: str | None = None
+    parked_at: datetime
+    round: int = 1
+
+    @field_validator("last_error")
+    @classmethod
+    def _truncate(cls, value: str | None) -> str | None:
+        if value is not None and len(value) > MAX_ERROR_CHARS:
+            return value[: MAX_ERROR_CHARS - 1] + "…"
+        return value
+
+
+class JobRelease(BaseModel):
+    """A job telling the DLQ what became of a requeue or discard (the job decides)."""
+
+    job_id: str
+    action: Literal["requeue", "discard"]
+    applied: bool  # False: the job was not dead, nothing happened
+    status: JobStatus  # the job's status when the request arrived
+    round: int
+
+
+class DlqLogLine(BaseModel):
+    at: datetime
+    action: str  # parked, requeued, discarded, forwarded, ignored, alerted, alert-failed
+    job_id: str = ""
+    detail: str = ""
+
+
+class DlqState(BaseModel):
+    """Everything the DLQ workflow carries across continue-as-new."""
+
+    entries: list[DeadEntry] = Field(default_factory=list)  # newest last
+    log: list[DlqLogLine] = Field(default_factory=list)  # newest last
+    pending_alerts: list[DeadEntry] = Field(default_factory=list)
+    totals: dict[str, int] = Field(default_factory=dict)
+    generation: int = 0  # runs so far: +1 per continue-as-new

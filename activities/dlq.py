@@ -1,0 +1,51 @@
+"""Activities between jobs and the dead-letter queue workflow.
+
+A workflow cannot signal-with-start another workflow, so a job reaches the singleton DLQ
+through these small activities: they start it if it is not running (first park ever, or
+after someone terminated it) and signal it either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import activity
+from temporalio.common import WorkflowIDConflictPolicy
+
+from activities.notify import Notifier
+from workflows.models import DLQ_WORKFLOW_ID, DeadEntry, DlqState, JobRelease
+
+DLQ_WORKFLOW = "DeadLetterQueueWorkflow"
+
+
+async def signal_dlq(signal: str, arg: Any) -> None:
+    await activity.client().start_workflow(
+        DLQ_WORKFLOW,
+        DlqState(),
+        id=DLQ_WORKFLOW_ID,
+        task_queue=activity.info().task_queue,
+        start_signal=signal,
+        start_signal_args=[arg],
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+@activity.defn(name="park_in_dlq")
+async def park_in_dlq(entry: DeadEntry) -> None:
+    """Signal-with-start ``park`` on the DLQ."""
+    await signal_dlq("park", entry)
+
+
+@activity.defn(name="report_to_dlq")
+async def report_to_dlq(release: JobRelease) -> None:
+    """Tell the DLQ what a requeue or discard did to this job."""
+    await signal_dlq("job_released", release)
+
+
+class AlertActivities:
+    def __init__(self, notifier: Notifier):
+        self.notifier = notifier
+
+    @activity.defn(name="notify_dead_jobs")
+    async def notify_dead_jobs(self, entries: list[DeadEntry]) -> None:
+        await self.notifier.notify(entries)

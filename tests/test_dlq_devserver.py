@@ -1,0 +1,348 @@
+"""The dead-letter queue end to end on a real dev server: the CLI, the bare `temporal` binary,
+batch operations, and poison jobs in bulk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from activities.registry import load_handlers
+from starter import dlq, operations
+from starter.binaries import temporal_cli
+from starter.devserver import DevServer
+from tests.conftest import running_worker
+from tests.processes import Workers, jobs, jobs_json
+from tests.test_cli import wait_for
+from workflows.backoff import retry_delay_bounds
+from workflows.models import DLQ_WORKFLOW_ID, JobStatus
+
+pytestmark = pytest.mark.devserver
+
+POISON_ONCE = json.dumps({"seconds": 0, "fail_times": 1, "permanent": True})
+
+
+def park_one(cli: dict[str, str], name: str = "poison", handler: str = "demo.sleep") -> str:
+    job_id = f"{name}-{uuid.uuid4().hex[:8]}"
+    payload = POISON_ONCE if handler == "demo.sleep" else "{}"
+    jobs_json(
+        cli,
+        "schedule",
+        name,
+        "--handler",
+        handler,
+        "--payload",
+        payload,
+        "--in",
+        "0",
+        "--id",
+        job_id,
+    )
+    return job_id
+
+
+async def wait_parked(client: Client, job_ids: set[str], timeout: float = 60) -> None:
+    """Until the DLQ index and the visibility listing both hold exactly these jobs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        indexed = {e.job_id for e in await dlq.recent_entries(client)}
+        listed = {e.job_id for e in (await dlq.list_dead(client, limit=1000))[0]}
+        if indexed == job_ids == listed:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"index - expected {sorted(indexed - job_ids)[:10]}, "
+                f"expected - index {sorted(job_ids - indexed)[:10]}, "
+                f"listed - expected {sorted(listed - job_ids)[:10]}, "
+                f"expected - listed {sorted(job_ids - listed)[:10]}"
+            )
+        await asyncio.sleep(0.3)
+
+
+def temporal(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real `temporal` binary, with no project code anywhere near it."""
+    return subprocess.run(
+        [temporal_cli(), *args, "--address", address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
+    )
+
+
+async def test_requeue_three_ways_and_discard(
+    cli: dict[str, str], workers: Workers, dev_client: Client, dev_server: DevServer
+) -> None:
+    workers.start()
+    by_cli, by_temporal_dlq, by_temporal_job, to_discard = (park_one(cli) for _ in range(4))
+    everyone = {by_cli, by_temporal_dlq, by_temporal_job, to_discard}
+    for job_id in everyone:
+        wait_for(cli, job_id, "dead")
+    await wait_parked(dev_client, everyone)
+    listed = jobs_json(cli, "dlq", "list")["entries"]
+    assert {e["job_id"] for e in listed} == everyone
+    assert all(e["attempts"] == 1 and "demo failure" in e["last_error"] for e in listed)
+    parked = [e["parked_at"] for e in listed]
+    assert parked == sorted(parked, reverse=True)  # newest first
+
+    assert jobs(cli, "dlq", "requeue", by_cli).returncode == 0
+    signal_dlq = temporal(
+        dev_server.address,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        DLQ_WORKFLOW_ID,
+        "--name",
+        "requeue",
+        "--input",
+        json.dumps(by_temporal_dlq),
+    )
+    assert signal_dlq.returncode == 0, signal_dlq.stderr
+    signal_job = temporal(
+        dev_server.address,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        by_temporal_job,
+        "--name",
+        "requeue",
+    )
+    assert signal_job.returncode == 0, signal_job.stderr
+    assert jobs(cli, "dlq", "discard", to_discard).returncode == 0
+
+    for job_id in (by_cli, by_temporal_dlq, by_temporal_job):
+        report = wait_for(cli, job_id, "done")
+        assert [(a["attempt"], a["round"], a["outcome"]) for a in report["attempts"]] == [
+            (1, 1, "failed"),
+            (2, 2, "succeeded"),
+        ]
+    await wait_parked(dev_client, set())
+    discarded = await dev_client.get_workflow_handle(to_discard).describe()
+    assert discarded.status is not None and discarded.status.name == "FAILED"
+    log = jobs_json(cli, "dlq", "log", "--limit", "100")
+    done = {(line["action"], line["job_id"]) for line in log}
+    assert {("requeued", j) for j in (by_cli, by_temporal_dlq, by_temporal_job)} <= done
+    assert ("discarded", to_discard) in done
+
+    # Not dead: the CLI refuses clearly and nothing happens.
+    again = jobs(cli, "dlq", "requeue", by_cli)
+    assert again.returncode == 5 and "finished" in again.stderr
+    waiting = jobs_json(cli, "schedule", "later", "--handler", "log", "--in", "1h")["job_id"]
+    refused = jobs(cli, "dlq", "requeue", waiting)
+    assert refused.returncode == 5
+    assert (
+        refused.stderr.strip() == f"error: cannot requeue: job '{waiting}' is scheduled, not dead"
+    )
+
+
+async def test_bulk_requeue_and_discard_by_handler_are_safe_to_repeat(
+    cli: dict[str, str], workers: Workers, dev_client: Client
+) -> None:
+    workers.start()
+    demo = {park_one(cli) for _ in range(5)}
+    permanent = {park_one(cli, handler="test.permanent") for _ in range(3)}
+    for job_id in demo | permanent:
+        wait_for(cli, job_id, "dead")
+    await wait_parked(dev_client, demo | permanent)
+
+    first = jobs_json(cli, "dlq", "requeue", "--all", "--handler", "demo.sleep")
+    assert first == {"action": "requeue", "count": 5}
+    for job_id in demo:
+        report = wait_for(cli, job_id, "done")
+        assert len(report["attempts"]) == 2
+    await wait_parked(dev_client, permanent)
+    second = jobs_json(cli, "dlq", "requeue", "--all", "--handler", "demo.sleep")
+    assert second == {"action": "requeue", "count": 0}
+    for job_id in demo:  # ran once more each, not twice
+        assert len(jobs_json(cli, "status", job_id)["attempts"]) == 2
+
+    assert jobs_json(cli, "dlq", "discard", "--all")["count"] == 3
+    await wait_parked(dev_client, set())
+    assert jobs_json(cli, "dlq", "discard", "--all")["count"] == 0
+
+
+async def test_two_hundred_poison_jobs_end_dead_with_five_jittered_attempts(
+    dev_client: Client, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+    handlers = load_handlers().names()
+    spec: dict[str, Any] = {
+        "name": "poison",
+        "handler": "demo.sleep",
+        "payload": {"seconds": 0, "always_fail": True},
+        "delay": 0,
+        "max_attempts": 5,
+        "backoff_base": 0.5,
+        "jitter": 0.5,
+    }
+    try:
+        async with running_worker(dev_client, task_queue):
+            started = time.monotonic()
+            ids = [
+                (
+                    await operations.schedule(
+                        dev_client, {**spec, "id": f"p200-{i}-{uuid.uuid4().hex[:6]}"}, handlers
+                    )
+                ).job_id
+                for i in range(200)
+            ]
+            await wait_parked(dev_client, set(ids), timeout=240)
+            elapsed = time.monotonic() - started
+            reports = await asyncio.gather(*(operations.status(dev_client, j) for j in ids))
+    finally:
+        from tests.conftest import end_dlq
+
+        await end_dlq(dev_client)
+    print(f"200 poison jobs parked in {elapsed:.1f}s")
+    for report in reports:
+        assert report.status == JobStatus.DEAD
+        assert [a.attempt for a in report.attempts] == [1, 2, 3, 4, 5]
+        assert all(a.outcome == "failed" and a.error_type == "DemoFailure" for a in report.attempts)
+    for attempt in (1, 2, 3, 4):
+        delays = [r.attempts[attempt - 1].retry_delay or 0.0 for r in reports]
+        low, high = retry_delay_bounds(attempt, 0.5, 300, 0.5)
+        assert all(low <= d <= high for d in delays)
+        # Spread by jitter, not identical: distinct draws covering most of the jitter range.
+        assert len(set(delays)) > 190
+        assert max(delays) - min(delays) > 0.6 * (high - low)
+        gaps = [
+            (r.attempts[attempt].started_at - r.attempts[attempt - 1].started_at).total_seconds()
+            for r in reports
+        ]
+        assert all(gap >= delay for gap, delay in zip(gaps, delays, strict=True))
+        assert max(gaps) - min(gaps) > 0.6 * (high - low)
+
+
+async def test_two_thousand_parks_interleaved_with_requeues_and_discards(
+    tmp_path_factory: pytest.TempPathFactory, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every job ends in the state its last request put it in; the DLQ continued-as-new
+    several times on the way and never lost or doubled a park, requeue or discard."""
+    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+    server = DevServer(
+        db_file=tmp_path_factory.mktemp("dlq2000") / "temporal.db",
+        dynamic_config={"limit.historyCount.suggestContinueAsNew": 500},
+    )
+    client = await server.start()
+    handlers = load_handlers().names()
+    waves, per_wave = 10, 200
+    # Index mod 6: 0 requeue via DLQ, 1 discard via DLQ, 2 requeue on the job, 3 discard on
+    # the job, 4 left dead, 5 requeue via DLQ twice.
+    plan = {f"w{w}-{i}": i % 6 for w in range(waves) for i in range(per_wave)}
+    dlq_handle = client.get_workflow_handle(DLQ_WORKFLOW_ID)
+    limit = asyncio.Semaphore(20)
+
+    async def schedule_wave(wave: int) -> None:
+        async def one(job_id: str) -> None:
+            async with limit:
+                await operations.schedule(
+                    client,
+                    {
+                        "id": job_id,
+                        "name": f"wave-{wave}",
+                        "handler": "demo.sleep",
+                        "payload": json.loads(POISON_ONCE),
+                        "delay": 0,
+                        "max_attempts": 1,
+                    },
+                    handlers,
+                )
+
+        await asyncio.gather(*(one(j) for j in plan if j.startswith(f"w{wave}-")))
+
+    async def act_on_wave(wave: int) -> None:
+        query = f'JobName = "wave-{wave}" AND JobStatus = "dead"'
+        async with asyncio.timeout(180):
+            while (await client.count_workflows(query)).count < per_wave:
+                await asyncio.sleep(0.5)
+
+        async def act(job_id: str, group: int) -> None:
+            async with limit:
+                if group in (0, 5):
+                    await dlq_handle.signal("requeue", job_id)
+                if group == 5:
+                    await dlq_handle.signal("requeue", job_id)
+                if group == 1:
+                    await dlq_handle.signal("discard", job_id)
+                if group in (2, 3):
+                    action = "requeue" if group == 2 else "discard"
+                    await client.get_workflow_handle(job_id).signal(action)
+
+        await asyncio.gather(*(act(j, g) for j, g in plan.items() if j.startswith(f"w{wave}-")))
+        # Pace the waves by the DLQ's own progress, so the parked set stays within the
+        # index's MAX_ENTRIES and the index can be compared with visibility at the end.
+        released = sum(1 for j, g in plan.items() if g != 4 and int(j[1:].split("-")[0]) <= wave)
+        async with asyncio.timeout(180):
+            while True:
+                totals = (await dlq_handle.query("state"))["totals"]
+                if totals.get("requeued", 0) + totals.get("discarded", 0) >= released:
+                    break
+                await asyncio.sleep(0.5)
+
+    try:
+        async with running_worker(client, task_queue):
+            started = time.monotonic()
+            await schedule_wave(0)
+            for wave in range(waves):
+                # Parks of the next wave interleave with this wave's requeues and discards.
+                await asyncio.gather(
+                    schedule_wave(wave + 1) if wave + 1 < waves else asyncio.sleep(0),
+                    act_on_wave(wave),
+                )
+            groups = {g: {j for j, x in plan.items() if x == g} for g in range(6)}
+            expected_dead = groups[4]
+            async with asyncio.timeout(300):
+                while True:
+                    done = (
+                        await client.count_workflows(
+                            f'TaskQueue = "{task_queue}" AND WorkflowType = "JobWorkflow" '
+                            'AND ExecutionStatus != "Running"'
+                        )
+                    ).count
+                    if done == len(plan) - len(expected_dead):
+                        break
+                    await asyncio.sleep(1)
+            await wait_parked(client, expected_dead, timeout=120)
+            elapsed = time.monotonic() - started
+            state = await dlq_handle.query("state")
+            dlq_events = [
+                wf.history_length
+                async for wf in client.list_workflows(f'WorkflowId = "{DLQ_WORKFLOW_ID}"')
+            ]
+            by_status = {
+                status: (
+                    await client.count_workflows(
+                        f'TaskQueue = "{task_queue}" AND WorkflowType = "JobWorkflow" '
+                        f'AND ExecutionStatus = "{status}"'
+                    )
+                ).count
+                for status in ("Completed", "Failed", "Running")
+            }
+    finally:
+        server.stop()
+    print(
+        f"2000 parks + {len(plan) - len(expected_dead)} releases settled in {elapsed:.0f}s; "
+        f"DLQ generation {state['generation']}, totals {state['totals']}, "
+        f"DLQ history events per run {dlq_events} (sum {sum(dlq_events)})"
+    )
+    requeued = groups[0] | groups[2] | groups[5]
+    discarded = groups[1] | groups[3]
+    assert by_status == {
+        "Completed": len(requeued),
+        "Failed": len(discarded),
+        "Running": len(expected_dead),
+    }
+    totals = state["totals"]
+    assert totals["parked"] == len(plan)
+    assert totals["requeued"] == len(requeued)
+    assert totals["discarded"] == len(discarded)
+    assert totals["ignored"] == len(groups[5])  # each second requeue, and nothing else
+    assert state["generation"] >= 3
+    assert {e["job_id"] for e in state["entries"]} == expected_dead

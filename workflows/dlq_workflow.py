@@ -1,0 +1,166 @@
+"""``DeadLetterQueueWorkflow``: the singleton ``dead-letter-queue``.
+
+Jobs stay the source of truth: a dead job waits on itself and decides what a requeue or
+discard does, then reports back. The DLQ is the index of recently parked jobs, the audit log of
+every park / requeue / discard, and the alerting point:
+
+* ``park(DeadEntry)`` (signal-with-start by the job): index it and queue an alert;
+* ``requeue(job_id)`` / ``discard(job_id)`` (a human, e.g. with the bare ``temporal`` CLI):
+  forwarded to the job; the job answers with ``job_released`` and the index follows;
+* alerts go out in batches through the ``notify_dead_jobs`` activity, so a herd of poison jobs
+  pages once per batch and a failing webhook never blocks a park or loses an entry.
+
+The state stays small (at most MAX_ENTRIES entries and MAX_LOG log lines; listing every dead
+job is the ``JobStatus="dead"`` visibility query's job) and is carried through
+continue-as-new when Temporal suggests it or at EVENT_BUDGET events, after every signal handler
+has finished, so nothing is lost or applied twice across the boundary.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.models import (
+        DLQ_WORKFLOW_ID,
+        DeadEntry,
+        DlqLogLine,
+        DlqState,
+        JobRelease,
+    )
+
+MAX_ENTRIES = 1000
+MAX_LOG = 500
+ALERT_BATCH = 100
+EVENT_BUDGET = 10_000
+ALERT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
+)
+
+
+@workflow.defn(name="DeadLetterQueueWorkflow")
+class DeadLetterQueueWorkflow:
+    @workflow.init
+    def __init__(self, state: DlqState) -> None:
+        self.parked: dict[str, DeadEntry] = {entry.job_id: entry for entry in state.entries}
+        self.log_lines = list(state.log)
+        self.pending_alerts = list(state.pending_alerts)
+        self.totals = dict(state.totals)
+        self.generation = state.generation
+
+    @workflow.run
+    async def run(self, state: DlqState) -> None:
+        while True:
+            await workflow.wait_condition(
+                lambda: bool(self.pending_alerts) or self._time_to_rotate()
+            )
+            if self.pending_alerts:
+                await self._send_alerts()
+            if self._time_to_rotate():
+                # Signals that arrive while we wait here are handled by this run; Temporal
+                # rejects the continue-as-new if any are still unprocessed, and retries.
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self.snapshot(next_generation=True))
+
+    def _time_to_rotate(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested() or info.get_current_history_length() > EVENT_BUDGET
+        )
+
+    async def _send_alerts(self) -> None:
+        batch, self.pending_alerts = (
+            self.pending_alerts[:ALERT_BATCH],
+            self.pending_alerts[ALERT_BATCH:],
+        )
+        try:
+            await workflow.execute_activity(
+                "notify_dead_jobs",
+                batch,
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=timedelta(minutes=5),
+                retry_policy=ALERT_RETRY,
+            )
+            self._record("alerted", detail=f"{len(batch)} parked job(s)")
+        except ActivityError as err:
+            # The entries are safe in the index; only the notification is given up.
+            self._record("alert-failed", detail=f"{len(batch)} parked job(s): {err.cause or err}")
+
+    # -- signals -------------------------------------------------------------------------
+
+    @workflow.signal
+    def park(self, entry: DeadEntry) -> None:
+        self.parked.pop(entry.job_id, None)  # re-parked after a requeue: move to newest
+        self.parked[entry.job_id] = entry
+        while len(self.parked) > MAX_ENTRIES:
+            del self.parked[next(iter(self.parked))]  # oldest; it stays listed by visibility
+        self.pending_alerts.append(entry)
+        self._record("parked", entry.job_id, f"after {entry.attempts} attempts: {entry.last_error}")
+
+    @workflow.signal
+    async def requeue(self, job_id: str) -> None:
+        """Run a dead job again with a fresh attempt budget (the job applies it only if dead)."""
+        await self._forward("requeue", job_id)
+
+    @workflow.signal
+    async def discard(self, job_id: str) -> None:
+        """End a dead job for good (the job applies it only if dead)."""
+        await self._forward("discard", job_id)
+
+    @workflow.signal
+    def job_released(self, release: JobRelease) -> None:
+        if not release.applied:
+            self._record("ignored", release.job_id, f"{release.action}: job is {release.status}")
+            return
+        entry = self.parked.get(release.job_id)
+        if entry is not None and entry.round <= release.round:
+            del self.parked[release.job_id]
+        action = "requeued" if release.action == "requeue" else "discarded"
+        self._record(action, release.job_id, f"round {release.round}")
+
+    async def _forward(self, action: str, job_id: str) -> None:
+        try:
+            # The argument tells the job the request came from here, so it answers back.
+            await workflow.get_external_workflow_handle(job_id).signal(action, DLQ_WORKFLOW_ID)
+        except FailureError as err:
+            self._record("ignored", job_id, f"{action}: no running job with this id ({err})")
+            return
+        self._record("forwarded", job_id, action)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @workflow.query
+    def entries(self, limit: int = MAX_ENTRIES) -> list[DeadEntry]:
+        """Recently parked jobs still dead, newest first."""
+        return sorted(self.parked.values(), key=lambda e: e.parked_at, reverse=True)[:limit]
+
+    @workflow.query
+    def log(self, limit: int = MAX_LOG) -> list[DlqLogLine]:
+        """The audit log, newest last."""
+        return self.log_lines[-limit:]
+
+    @workflow.query
+    def state(self) -> DlqState:
+        return self.snapshot()
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _record(self, action: str, job_id: str = "", detail: str = "") -> None:
+        self.totals[action] = self.totals.get(action, 0) + 1
+        self.log_lines.append(
+            DlqLogLine(at=workflow.now(), action=action, job_id=job_id, detail=detail)
+        )
+        del self.log_lines[:-MAX_LOG]
+
+    def snapshot(self, next_generation: bool = False) -> DlqState:
+        return DlqState(
+            entries=list(self.parked.values()),
+            log=self.log_lines,
+            pending_alerts=self.pending_alerts,
+            totals=self.totals,
+            generation=self.generation + (1 if next_generation else 0),
+        )
