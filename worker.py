@@ -31,13 +31,14 @@ from activities.notify import notifier_from_env
 from activities.registry import HandlerRegistry, load_handlers
 from activities.run_job import JobActivities
 from starter.client import connect, task_queue
+from workflows.cron_workflow import CronJobWorkflow
 from workflows.dlq_workflow import DeadLetterQueueWorkflow
 from workflows.durations import parse_duration
 from workflows.job_workflow import JobWorkflow
 
 log = logging.getLogger("jobs.worker")
 
-WORKFLOWS = [JobWorkflow, DeadLetterQueueWorkflow]
+WORKFLOWS = [JobWorkflow, CronJobWorkflow, DeadLetterQueueWorkflow]
 # Pure modules the workflows import; passing them through skips re-importing per run.
 PASSTHROUGH = (
     "pydantic",

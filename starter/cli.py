@@ -155,7 +155,7 @@ def schedule(
 def status(job_id: str, as_json: bool) -> None:
     """A job's status and attempt history."""
     report = run(lambda client: operations.status(client, job_id))
-    click.echo(report.model_dump_json(indent=2) if as_json else render.report_text(report))
+    click.echo(report.model_dump_json(indent=2) if as_json else render.any_report_text(report))
 
 
 @cli.command(name="list")
@@ -187,6 +187,45 @@ def list_(status_: str | None, limit: int, page_token: str | None, as_json: bool
     )
     if next_text:
         click.echo(f"more: jobs list --page-token {next_text}")
+
+
+# -- cron ---------------------------------------------------------------------------------
+
+
+@cli.group()
+def cron() -> None:
+    """Cron expressions: 5 fields, or 6 with seconds first."""
+
+
+@cron.command()
+@click.argument("expression")
+@click.option("--tz", default="UTC", show_default=True, help="IANA time zone.")
+@click.option("--after", help="Start after this ISO-8601 time (default: now).")
+@click.option("-n", "count", default=5, show_default=True, type=click.IntRange(1, 1000))
+@json_option
+def preview(expression: str, tz: str, after: str | None, count: int, as_json: bool) -> None:
+    """The next slots of EXPRESSION, local and UTC, under our DST rules. Schedules nothing."""
+    slots = operations.preview_cron(expression, tz, after, count)
+    if as_json:
+        emit([slot.model_dump() for slot in slots])
+    else:
+        click.echo(render.table([f"local ({tz})", "utc"], [[s.local, s.utc] for s in slots]))
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--cron", "expression", help="New cron expression.")
+@click.option("--tz", help="New IANA time zone.")
+@click.option("--overlap", type=click.Choice(["skip", "buffer_one", "allow_all", "cancel_other"]))
+@json_option
+def update(
+    job_id: str, expression: str | None, tz: str | None, overlap: str | None, as_json: bool
+) -> None:
+    """Change a cron job's expression, zone or overlap policy."""
+    change = operations.cron_update(expression, tz, overlap)
+    control(
+        f"updated {job_id}", lambda client: operations.update_cron(client, job_id, change), as_json
+    )
 
 
 # -- controls ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from activities.registry import load_handlers
 from starter import operations
 from starter.client import connect
 from starter.errors import JobExists
-from workflows.models import JobStatus
+from workflows.models import JobReport, JobStatus
 
 # (short key for the job id, spec)
 DEMO_JOBS: list[tuple[str, dict[str, Any]]] = [
@@ -85,6 +85,7 @@ async def run_demo(client: Client, watch_seconds: float = 90.0) -> list[str]:
     while time.monotonic() < deadline:
         for job_id in watched:
             report = await operations.status(client, job_id)
+            assert isinstance(report, JobReport)
             state = (report.status.value, len(report.attempts))
             if seen.get(job_id) != state:
                 seen[job_id] = state

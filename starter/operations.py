@@ -37,21 +37,28 @@ from starter.errors import (
     SpecError,
     TemporalUnavailable,
 )
+from workflows import cronmath
+from workflows.cron_workflow import CronJobWorkflow, cron_search_attributes
 from workflows.job_workflow import JobWorkflow, start_search_attributes
 from workflows.models import (
     JOB_HANDLER,
     JOB_NAME,
     JOB_RUN_AT,
     JOB_STATUS,
+    CronInput,
+    CronReport,
+    CronUpdate,
     HeartbeatState,
     JobReport,
     JobSpec,
     JobStatus,
     PauseRequest,
+    SlotTime,
     parse_spec,
 )
 
 JOB_WORKFLOW = "JobWorkflow"
+CRON_WORKFLOW = "CronJobWorkflow"
 # How long a control waits for a worker to process it before telling the user why.
 CONTROL_TIMEOUT = 30.0
 QUERY_TIMEOUT = timedelta(seconds=10)
@@ -59,6 +66,7 @@ QUERY_TIMEOUT = timedelta(seconds=10)
 FIRST_TASK_DONE = 4
 
 T = TypeVar("T")
+Report = JobReport | CronReport
 
 
 @dataclass(frozen=True)
@@ -129,12 +137,24 @@ async def schedule(
 
 async def start(client: Client, spec: JobSpec, now: datetime) -> Scheduled:
     """Start an already validated spec (see :func:`validate_spec`)."""
-    if spec.cron is not None:
-        raise SpecError([("cron", "cron jobs are not supported yet")])
-    assert spec.run_at is not None
-    delay = spec.run_at - now
     async with temporal_errors():
         try:
+            if spec.cron is not None:
+                first = cronmath.next_slot(
+                    cronmath.parse(spec.cron), cronmath.zone(spec.timezone), now
+                )
+                await client.start_workflow(
+                    CronJobWorkflow.run,
+                    CronInput(spec=spec),
+                    id=spec.id,
+                    task_queue=task_queue(),
+                    search_attributes=cron_search_attributes(spec, JobStatus.SCHEDULED, first),
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                )
+                return Scheduled(job_id=spec.id, next_run_at=first)
+            assert spec.run_at is not None
+            delay = spec.run_at - now
             await client.start_workflow(
                 JobWorkflow.run,
                 spec,
@@ -158,13 +178,19 @@ async def describe(
         return handle, await handle.describe()
 
 
-async def status(client: Client, job_id: str) -> JobReport:
+async def status(client: Client, job_id: str) -> Report:
     """The job's state: the workflow's ``status`` query plus live state from describe.
 
     Works without a worker and before a delayed job's first task: then the report is built
     from the start event and the search attributes instead of the query.
     """
     handle, desc = await describe(client, job_id)
+    if desc.workflow_type == CRON_WORKFLOW:
+        async with temporal_errors(job_id):
+            cron: CronReport = await handle.query(
+                "status", result_type=CronReport, rpc_timeout=QUERY_TIMEOUT
+            )
+            return cron
     report: JobReport | None = None
     # Until its first workflow task completes (a delayed job sleeping on start_delay) the
     # workflow cannot answer a query; its start event already says everything.
@@ -250,7 +276,7 @@ async def list_jobs(
     client: Client, status: str | None = None, limit: int = 50, page_token: bytes | None = None
 ) -> tuple[list[JobRow], bytes | None]:
     """A page of jobs from the visibility store, newest first, and the next page's token."""
-    query = f'WorkflowType = "{JOB_WORKFLOW}"'
+    query = f'WorkflowType IN ("{JOB_WORKFLOW}", "{CRON_WORKFLOW}")'
     if status is not None:
         query += f' AND JobStatus = "{JobStatus(status).value}"'
     rows: list[JobRow] = []
@@ -300,27 +326,34 @@ def require_open(job_id: str, action: str, desc: WorkflowExecutionDescription) -
         raise InvalidTransition(f"cannot {action}: job {job_id!r} has finished ({state})")
 
 
-async def _update(
-    client: Client, job_id: str, name: str, arg: BaseModel | None = None
-) -> JobReport:
+async def _update(client: Client, job_id: str, name: str, arg: BaseModel | None = None) -> Report:
     handle, desc = await describe(client, job_id)
     require_open(job_id, name, desc)
+    is_cron = desc.workflow_type == CRON_WORKFLOW
+    if name == "update" and not is_cron:
+        raise InvalidTransition(f"cannot update: job {job_id!r} is not a cron job")
+    result_type = CronReport if is_cron else JobReport
     args = [arg] if arg is not None else []
     return await _control(
-        job_id, name, lambda: handle.execute_update(name, args=args, result_type=JobReport)
+        job_id, name, lambda: handle.execute_update(name, args=args, result_type=result_type)
     )
 
 
-async def pause(client: Client, job_id: str, until: datetime | None = None) -> JobReport:
+async def pause(client: Client, job_id: str, until: datetime | None = None) -> Report:
     return await _update(client, job_id, "pause", PauseRequest(until=until))
 
 
-async def resume(client: Client, job_id: str) -> JobReport:
+async def resume(client: Client, job_id: str) -> Report:
     return await _update(client, job_id, "resume")
 
 
-async def trigger(client: Client, job_id: str) -> JobReport:
+async def trigger(client: Client, job_id: str) -> Report:
     return await _update(client, job_id, "trigger")
+
+
+async def update_cron(client: Client, job_id: str, change: CronUpdate) -> Report:
+    """Change a cron's expression, zone or overlap policy (validated by the workflow)."""
+    return await _update(client, job_id, "update", change)
 
 
 async def cancel(client: Client, job_id: str) -> None:
@@ -329,3 +362,53 @@ async def cancel(client: Client, job_id: str) -> None:
     require_open(job_id, "cancel", desc)
     async with temporal_errors(job_id):
         await handle.cancel()
+
+
+class _Problems:
+    """Collects (field, reason) pairs so one SpecError reports every problem at once."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def check(self, field: str, fn: Callable[[], T]) -> T | None:
+        try:
+            return fn()
+        except ValueError as err:  # CronError included
+            self.items.append((field, str(err)))
+            return None
+
+    def raise_any(self) -> None:
+        if self.items:
+            raise SpecError(self.items)
+
+
+def _aware(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    if moment.utcoffset() is None:
+        raise ValueError("must include a timezone offset")
+    return moment
+
+
+def preview_cron(expression: str, timezone: str, after: str | None, count: int) -> list[SlotTime]:
+    """The next ``count`` slots of an expression after ``after`` (default now)."""
+    problems = _Problems()
+    cron = problems.check("cron", lambda: cronmath.parse(expression))
+    tz = problems.check("timezone", lambda: cronmath.zone(timezone))
+    start = problems.check("after", lambda: _aware(after) if after else datetime.now(UTC))
+    problems.raise_any()
+    assert cron is not None and tz is not None and start is not None
+    slots = cronmath.upcoming(cron, tz, start, count)
+    return [SlotTime(local=local, utc=utc) for local, utc in cronmath.slot_times(slots, tz)]
+
+
+def cron_update(expression: str | None, timezone: str | None, overlap: str | None) -> CronUpdate:
+    """Validate a cron change before it reaches the workflow (whose validator checks again)."""
+    problems = _Problems()
+    if expression is not None:
+        problems.check("cron", lambda: cronmath.parse(expression))
+    if timezone is not None:
+        problems.check("timezone", lambda: cronmath.zone(timezone))
+    if not (expression or timezone or overlap):
+        problems.items.append(("update", "give at least one of --cron, --tz, --overlap"))
+    problems.raise_any()
+    return CronUpdate.model_validate({"cron": expression, "timezone": timezone, "overlap": overlap})

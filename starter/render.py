@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from workflows.durations import format_duration
-from workflows.models import JobReport, JobStatus
+from workflows.models import CronReport, JobReport, JobStatus
 
 
 def when(moment: datetime | None, now: datetime | None = None) -> str:
@@ -83,3 +83,32 @@ def report_text(report: JobReport, now: datetime | None = None) -> str:
         ]
         lines += ["", table(["#", "round", "started", "took", "worker", "outcome", "error"], rows)]
     return "\n".join(lines)
+
+
+def cron_text(report: CronReport, now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    state = str(report.status)
+    if report.paused_until:
+        state += f" until {when(report.paused_until, now)}"
+    lines = [
+        f"{report.job_id}  {report.name}  (handler {report.handler})",
+        f"status:  {state}",
+        f"cron:    {report.cron}  in {report.timezone}, overlap {report.overlap}",
+        f"next:    {when(report.run_at, now)}",
+        "",
+        table(["next slots (local)", "utc"], [[s.local, s.utc] for s in report.next_slots]),
+    ]
+    if report.recent_slots:
+        rows = [
+            [when(r.slot, now), r.outcome, r.job_id or "", str(r.status or ""), r.detail]
+            for r in report.recent_slots
+        ]
+        lines += ["", table(["recent slots", "outcome", "job", "status", "detail"], rows)]
+    if report.counts:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items()))
+        lines += ["", f"counts:  {counts}"]
+    return "\n".join(lines)
+
+
+def any_report_text(report: JobReport | CronReport) -> str:
+    return cron_text(report) if isinstance(report, CronReport) else report_text(report)

@@ -112,6 +112,10 @@ BAD_INPUT = [
     ),
     ("cron option on a one-shot", ["--in", "5s", "--overlap", "allow_all"], "overlap"),
     ("idempotency key too long", ["--in", "5s", "--idempotency-key", "k" * 201], "idempotency_key"),
+    ("cron that never fires", ["--cron", "0 0 30 2 *"], "cron"),
+    ("cron with four fields", ["--cron", "* * * *"], "cron"),
+    ("cron and a delay", ["--cron", "* * * * *", "--in", "5s"], "delay, cron"),
+    ("cron id too long for its slot ids", ["--cron", "* * * * *", "--id", "c" * 190], "id"),
 ]
 
 
@@ -194,3 +198,71 @@ def test_status_shows_the_live_state_running_then_retrying(
     text = jobs(cli, "status", job_id).stdout
     assert "retrying: attempt 1 of 8 failed; next attempt" in text
     assert jobs(cli, "cancel", job_id).returncode == 0
+
+
+def test_cron_preview_prints_local_and_utc_and_schedules_nothing(cli: dict[str, str]) -> None:
+    slots = jobs_json(
+        cli,
+        "cron",
+        "preview",
+        "30 1 * * *",
+        "--tz",
+        "America/New_York",
+        "--after",
+        "2025-11-01T00:00:00-04:00",
+        "-n",
+        "3",
+    )
+    assert slots == [
+        {"local": "2025-11-01T01:30:00-04:00", "utc": "2025-11-01T05:30:00Z"},
+        {"local": "2025-11-02T01:30:00-04:00", "utc": "2025-11-02T05:30:00Z"},
+        {"local": "2025-11-03T01:30:00-05:00", "utc": "2025-11-03T06:30:00Z"},
+    ]
+    bad = jobs(cli, "cron", "preview", "0 0 31 4 *", "--tz", "Nowhere/Land")
+    assert bad.returncode == 2
+    assert bad.stderr.splitlines() == [
+        "error: cron: can never fire (no such date, e.g. 30 February)",
+        "error: timezone: unknown IANA time zone 'Nowhere/Land'",
+    ]
+
+
+def test_cron_job_end_to_end_through_the_cli(cli: dict[str, str], workers: Workers) -> None:
+    workers.start()
+    cron_id = f"cron-{uuid.uuid4().hex[:8]}"
+    scheduled = jobs_json(
+        cli,
+        "schedule",
+        "every 2s",
+        "--handler",
+        "log",
+        "--cron",
+        "*/2 * * * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--id",
+        cron_id,
+    )
+    assert scheduled["job_id"] == cron_id and scheduled["next_run_at"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        report = jobs_json(cli, "status", cron_id)
+        if sum(1 for s in report["recent_slots"] if s["status"] == "done") >= 2:
+            break
+        time.sleep(0.5)
+    assert report["kind"] == "cron" and report["status"] == "scheduled"
+    assert len(report["next_slots"]) == 5
+    assert report["next_slots"][0]["local"].endswith(("+01:00", "+02:00"))
+    ran = [s for s in report["recent_slots"] if s["outcome"] == "ran"]
+    assert all(s["job_id"] == f"{cron_id}@{s['slot'][:19]}Z" for s in ran)
+    tick = jobs_json(cli, "status", ran[-1]["job_id"])
+    assert tick["status"] == "done" and tick["idempotency_key"] == ran[-1]["job_id"]
+    text = jobs(cli, "status", cron_id).stdout
+    assert "next slots (local)" in text and "*/2 * * * * *" in text
+
+    assert jobs_json(cli, "update", cron_id, "--cron", "0 0 * * *")["cron"] == "0 0 * * *"
+    refused = jobs(cli, "update", cron_id, "--cron", "0 0 30 2 *")
+    assert refused.returncode == 2 and "can never fire" in refused.stderr
+    assert jobs_json(cli, "pause", cron_id)["status"] == "paused"
+    assert jobs(cli, "cancel", cron_id).returncode == 0
+    listed = jobs_json(cli, "list")["jobs"]
+    assert cron_id in {row["job_id"] for row in listed}

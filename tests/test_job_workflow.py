@@ -203,6 +203,7 @@ async def wait_for_status(
     async with asyncio.timeout(timeout):
         while True:
             report = await operations.status(env.client, job_id)
+            assert isinstance(report, JobReport)
             if report.status == wanted:
                 return report
             await asyncio.sleep(0.2)

@@ -20,6 +20,7 @@ from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttri
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
+    FailureError,
     TimeoutType,
     is_cancelled_exception,
 )
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         PauseRequest,
         RunJobInput,
         RunJobResult,
+        SlotFinished,
     )
 
 RUN_JOB = "run_job"
@@ -149,8 +151,10 @@ class JobWorkflow:
         except BaseException as err:
             if is_cancelled_exception(err):
                 self._set_status(JobStatus.CANCELLED)
+                await self._tell_parent()
             raise
         self._set_status(JobStatus.DONE)
+        await self._tell_parent()
         # A handler may still be answering the DLQ about an ignored request.
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.report()
@@ -170,6 +174,20 @@ class JobWorkflow:
         )
         workflow.upsert_memo({DLQ_MEMO_KEY: entry.model_dump(mode="json")})
         await self._tell_dlq(PARK_IN_DLQ, entry)
+        await self._tell_parent()
+
+    async def _tell_parent(self) -> None:
+        """A cron's slot job reports how it settled (done, dead, cancelled) to its cron."""
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        report = SlotFinished(job_id=self.spec.id, status=self.state)
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+                "slot_finished", report
+            )
+        except FailureError:  # the cron is gone (cancelled or finished): nobody to tell
+            workflow.logger.info("cron %s is gone; not reporting %s", parent.workflow_id, report)
 
     async def _tell_dlq(self, activity: str, message: DeadEntry | JobRelease) -> None:
         await workflow.execute_activity(

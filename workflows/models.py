@@ -13,7 +13,6 @@ import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
@@ -27,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from temporalio.common import SearchAttributeKey
 
+from workflows import cronmath
 from workflows.durations import parse_duration
 
 # Search attributes every job workflow carries (registered on every server we start).
@@ -40,7 +40,9 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_AHEAD = timedelta(days=3653)  # 10 years, leap days included
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 # A cron tick's id is "<cron id>@<slot>", the slot in UTC with seconds precision.
-TICK_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"
+TICK_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,178}@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"
+# A cron's id (and idempotency key) leaves room for "@<slot>" (21 characters) within 200.
+MAX_CRON_ID = 178
 _ID_RE = re.compile(f"{ID_PATTERN}|{TICK_ID_PATTERN}")
 
 
@@ -142,13 +144,15 @@ class JobSpec(BaseModel):
             raise ValueError(f"is {size} bytes serialized; the limit is {MAX_PAYLOAD_BYTES}")
         return value
 
+    @field_validator("cron")
+    @classmethod
+    def _check_cron(cls, value: str | None) -> str | None:
+        return None if value is None else cronmath.parse(value).expression
+
     @field_validator("timezone")
     @classmethod
     def _check_timezone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as err:
-            raise ValueError(f"unknown IANA time zone {value!r}") from err
+        cronmath.zone(value)
         return value
 
     @model_validator(mode="after")
@@ -162,6 +166,15 @@ class JobSpec(BaseModel):
         if self.backoff_max < self.backoff_base:
             floor = f"must be at least backoff_base ({self.backoff_base:g}s)"
             raise _spec_error("backoff_max", floor)
+        if self.cron is not None:
+            for name in ("id", "idempotency_key"):
+                value = getattr(self, name) or ""
+                if len(value) > MAX_CRON_ID:
+                    raise _spec_error(
+                        name,
+                        f"must be at most {MAX_CRON_ID} characters for a cron "
+                        "job (each slot's id appends @<slot>)",
+                    )
         if self.cron is None:
             # Compared with the defaults, not model_fields_set: decoded specs set every field.
             cron_only = [
@@ -338,3 +351,80 @@ class DlqState(BaseModel):
     pending_alerts: list[DeadEntry] = Field(default_factory=list)
     totals: dict[str, int] = Field(default_factory=dict)
     generation: int = 0  # runs so far: +1 per continue-as-new
+
+
+# -- cron ----------------------------------------------------------------------------------
+
+SlotOutcome = Literal["ran", "skipped", "missed", "paused", "manual", "duplicate", "buffered"]
+
+
+class SlotRecord(BaseModel):
+    """What became of one slot. ``status`` follows the slot's job (ran/manual slots)."""
+
+    slot: datetime
+    outcome: SlotOutcome
+    job_id: str | None = None
+    status: JobStatus | None = None
+    detail: str = ""
+
+
+class SlotTime(BaseModel):
+    local: str  # ISO-8601 with the zone's offset
+    utc: str  # ISO-8601, Z
+
+
+class CronState(BaseModel):
+    """What a cron carries across continue-as-new: small and capped."""
+
+    last_slot: datetime | None = None  # the latest slot handled (any outcome)
+    paused: bool = False
+    paused_until: datetime | None = None
+    running: dict[str, datetime] = Field(default_factory=dict)  # slot job id -> slot
+    buffered: datetime | None = None  # buffer_one: the slot waiting for the running one
+    recent: list[SlotRecord] = Field(default_factory=list)  # newest last, capped
+    counts: dict[str, int] = Field(default_factory=dict)
+    generation: int = 0
+
+
+class CronInput(BaseModel):
+    spec: JobSpec
+    state: CronState = Field(default_factory=CronState)
+    event_budget: int = 10_000  # continue-as-new beyond this many history events
+
+
+class CronUpdate(BaseModel):
+    """Change a running cron; omitted fields stay as they are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str | None = None
+    timezone: str | None = None
+    overlap: Overlap | None = None
+
+
+class SlotFinished(BaseModel):
+    """A slot's job telling its cron how it ended (done, dead or cancelled)."""
+
+    job_id: str
+    status: JobStatus
+
+
+class CronReport(BaseModel):
+    """What ``status`` returns for a cron job."""
+
+    job_id: str
+    kind: Literal["job", "cron"] = "cron"
+    name: str
+    handler: str
+    status: JobStatus
+    cron: str
+    timezone: str
+    overlap: Overlap
+    run_at: datetime | None = None  # the next slot
+    paused_until: datetime | None = None
+    next_slots: list[SlotTime] = Field(default_factory=list)
+    recent_slots: list[SlotRecord] = Field(default_factory=list)  # newest first
+    running: list[str] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    generation: int = 0  # continue-as-new count
+    attempts: list[AttemptRecord] = Field(default_factory=list)  # always empty: see the slots

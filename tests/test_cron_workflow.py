@@ -1,0 +1,321 @@
+"""CronJobWorkflow on the time-skipping server: DST through the real workflow, hours of slots
+in seconds, overlap, catch-up and the controls."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from starter import operations
+from starter.errors import InvalidTransition
+from tests.conftest import running_worker
+from tests.test_job_workflow import HANDLERS
+from workflows.cron_workflow import CronJobWorkflow
+from workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
+
+
+@pytest.fixture(autouse=True)
+def _queue(task_queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+
+
+async def start_cron(
+    env: WorkflowEnvironment, task_queue: str, event_budget: int = 10_000, **spec: Any
+) -> WorkflowHandle[Any, Any]:
+    now = await env.get_current_time()
+    parsed = parse_spec(
+        {"name": "cron", "handler": "log", **spec}, now, new_id=f"cron-{now:%H%M%S%f}"
+    )
+    return await env.client.start_workflow(
+        CronJobWorkflow.run,
+        CronInput(spec=parsed, event_budget=event_budget),
+        id=parsed.id,
+        task_queue=task_queue,
+    )
+
+
+async def report(env: WorkflowEnvironment | Client, cron_id: str) -> CronReport:
+    client = env if isinstance(env, Client) else env.client
+    result = await operations.status(client, cron_id)
+    assert isinstance(result, CronReport)
+    return result
+
+
+async def settle(env: WorkflowEnvironment | Client, cron_id: str) -> CronReport:
+    """Real-time pause until every started slot job has reported back."""
+    async with asyncio.timeout(30):
+        while (current := await report(env, cron_id)).running:
+            await asyncio.sleep(0.1)
+    return current
+
+
+def next_instants(cron: CronReport) -> list[datetime]:
+    return [datetime.fromisoformat(s.utc.replace("Z", "+00:00")) for s in cron.next_slots]
+
+
+def transition(zone: ZoneInfo, after: datetime, forward: bool) -> datetime:
+    """The next instant after ``after`` where the zone's clocks jump forward (or back)."""
+    step = after
+    while True:
+        later = step + timedelta(hours=6)
+        before, now = step.astimezone(zone).utcoffset(), later.astimezone(zone).utcoffset()
+        assert before is not None and now is not None
+        if now != before and (now > before) == forward:
+            low, high = step, later
+            while high - low > timedelta(seconds=1):
+                middle = low + (high - low) / 2
+                if middle.astimezone(zone).utcoffset() == now:
+                    high = middle
+                else:
+                    low = middle
+            return high.replace(microsecond=0)
+        step = later
+
+
+DST_CASES = [
+    # zone, clocks jump forward?, fixed-time expression inside the gap / repeated hour
+    ("America/New_York", True, "30 2 * * *"),
+    ("America/New_York", False, "30 1 * * *"),
+    ("Europe/Berlin", True, "30 2 * * *"),
+    ("Europe/Berlin", False, "30 2 * * *"),
+    ("Australia/Lord_Howe", True, "15 2 * * *"),
+    ("Australia/Lord_Howe", False, "45 1 * * *"),
+]
+
+
+@pytest.mark.parametrize(("zone_name", "forward", "fixed"), DST_CASES)
+async def test_dst_transitions_through_the_real_workflow(
+    ts_env: WorkflowEnvironment, task_queue: str, zone_name: str, forward: bool, fixed: str
+) -> None:
+    zone = ZoneInfo(zone_name)
+    when = transition(zone, await ts_env.get_current_time(), forward)
+    await ts_env.sleep(when - timedelta(hours=2, minutes=50) - await ts_env.get_current_time())
+    async with running_worker(ts_env.client, task_queue):
+        fixed_cron = await start_cron(ts_env, task_queue, cron=fixed, timezone=zone_name)
+        interval = await start_cron(ts_env, task_queue, cron="*/15 * * * *", timezone=zone_name)
+        await ts_env.sleep(timedelta(hours=5, minutes=30))
+        fixed_report = await settle(ts_env, fixed_cron.id)
+        interval_report = await settle(ts_env, interval.id)
+
+    day = when.astimezone(zone).date()
+    [slot] = [r for r in fixed_report.recent_slots if r.slot.astimezone(zone).date() == day]
+    assert (slot.outcome, slot.status) == ("ran", JobStatus.DONE)
+    if forward:  # the wall time does not exist: fire once, at the end of the gap
+        assert slot.slot == when
+    else:  # the wall time happens twice: fire once, at the first occurrence
+        wall = slot.slot.astimezone(zone)
+        assert wall.strftime("%H:%M") == fixed.split()[1].zfill(2) + ":" + fixed.split()[0].zfill(2)
+        assert slot.slot < when
+    assert fixed_report.run_at is not None and fixed_report.run_at.astimezone(zone).date() > day
+
+    slots = sorted(r.slot for r in interval_report.recent_slots if r.outcome == "ran")
+    assert len(slots) == 20  # 5.5 h of quarter hours, the last 20 kept
+    assert {b - a for a, b in itertools.pairwise(slots)} == {timedelta(minutes=15)}
+    assert slots[0] < when < slots[-1]
+    assert {r.status for r in interval_report.recent_slots} == {JobStatus.DONE}
+
+
+async def test_every_five_seconds_for_an_hour_is_exactly_720_slots_across_runs(
+    ts_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    records = tmp_path / "records.jsonl"
+    async with running_worker(ts_env.client, task_queue):
+        start = await ts_env.get_current_time()
+        cron = await start_cron(
+            ts_env,
+            task_queue,
+            event_budget=400,
+            cron="*/5 * * * * *",
+            handler="test.record",
+            payload={"path": str(records)},
+            overlap="allow_all",
+        )
+        await ts_env.sleep(timedelta(hours=1, seconds=20))
+        await operations.pause(ts_env.client, cron.id)
+        final = await settle(ts_env, cron.id)
+        await cron.cancel()
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    end = start + timedelta(hours=1)
+    done = [line for line in lines if line["event"] == "done"]
+    slots = sorted(datetime.fromisoformat(line["key"].rsplit("@", 1)[1]) for line in done)
+    in_hour = [s for s in slots if start < s <= end]
+    assert len(in_hour) == 720
+    assert len(set(slots)) == len(slots), "a slot ran twice"
+    assert {b - a for a, b in itertools.pairwise(in_hour)} == {timedelta(seconds=5)}
+    assert final.counts["ran"] == len(slots) >= 720
+    assert not {"missed", "skipped", "duplicate"} & set(final.counts)
+    assert final.generation >= 5  # continued-as-new many times, state carried each time
+
+
+@pytest.mark.parametrize("overlap", ["skip", "buffer_one", "allow_all", "cancel_other"])
+async def test_overlap_policies_with_a_slot_longer_than_the_interval(
+    ts_env: WorkflowEnvironment, task_queue: str, overlap: str
+) -> None:
+    async with running_worker(ts_env.client, task_queue):
+        cron = await start_cron(
+            ts_env,
+            task_queue,
+            cron="* * * * * *",
+            handler="demo.sleep",
+            payload={"seconds": 2.5},
+            overlap=overlap,
+            lease=2,
+        )
+        await asyncio.sleep(6.5)  # real time: the test server only skips time when asked
+        await operations.pause(ts_env.client, cron.id)
+        final = await settle(ts_env, cron.id)
+        await cron.cancel()
+    outcomes = [r.outcome for r in reversed(final.recent_slots)]
+    statuses = {r.job_id: r.status for r in final.recent_slots if r.job_id}
+    ran = [r for r in final.recent_slots if r.outcome == "ran"]
+    if overlap == "skip":
+        assert "skipped" in outcomes and "buffered" not in outcomes
+        assert set(statuses.values()) == {JobStatus.DONE}
+    elif overlap == "buffer_one":
+        buffered = {r.slot for r in final.recent_slots if r.outcome == "buffered"}
+        assert buffered and buffered <= {r.slot for r in ran}  # each buffered slot ran later
+        assert "skipped" in outcomes  # more than one waiting: the extras are skipped
+    elif overlap == "allow_all":
+        assert set(outcomes) == {"ran"} and len(ran) >= 5
+        assert set(statuses.values()) == {JobStatus.DONE}
+    else:
+        assert set(outcomes) == {"ran"}
+        assert JobStatus.CANCELLED in statuses.values()
+
+
+@pytest.mark.devserver
+async def test_catch_up_runs_recent_missed_slots_and_records_older_ones_as_missed(
+    dev_client: Client, task_queue: str
+) -> None:
+    """Real time on the dev server: a per-second cron loses its only worker for 6 s; when a
+    worker is back, slots within the 2 s window run and older ones are recorded as missed."""
+    now = datetime.now(UTC)
+    spec = parse_spec(
+        {
+            "name": "catch-up",
+            "handler": "log",
+            "cron": "* * * * * *",
+            "catchup_window": "2s",
+            "overlap": "allow_all",
+        },
+        now,
+        new_id=f"cu-{now:%H%M%S%f}",
+    )
+    async with running_worker(dev_client, task_queue):
+        cron = await dev_client.start_workflow(
+            CronJobWorkflow.run, CronInput(spec=spec), id=spec.id, task_queue=task_queue
+        )
+        await asyncio.sleep(2)
+    down_from = datetime.now(UTC)
+    await asyncio.sleep(6)
+    async with running_worker(dev_client, task_queue):
+        back_at = datetime.now(UTC)
+        await asyncio.sleep(4)
+        await operations.pause(dev_client, cron.id)
+        final = await settle(dev_client, cron.id)
+        await cron.cancel()
+    outage = [r for r in final.recent_slots if down_from + timedelta(seconds=1) < r.slot < back_at]
+    missed = [r.slot for r in outage if r.outcome == "missed"]
+    ran = [r.slot for r in outage if r.outcome == "ran"]
+    assert missed and ran and len(missed) + len(ran) == len(outage), final.recent_slots
+    assert max(missed) < min(ran)  # the oldest are missed, the recent ones caught up
+    assert all(back_at - slot > timedelta(seconds=2) for slot in missed)
+    assert all(r.status == JobStatus.DONE for r in final.recent_slots if r.outcome == "ran")
+
+
+async def test_pause_resume_trigger_update_and_cancel(
+    ts_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = ts_env.client
+    async with running_worker(client, task_queue):
+        cron = await start_cron(ts_env, task_queue, cron="0 * * * *")
+        await ts_env.sleep(timedelta(hours=2))
+        assert (await settle(ts_env, cron.id)).counts == {"ran": 2}
+
+        paused = await operations.pause(client, cron.id)
+        assert paused.status == JobStatus.PAUSED
+        await ts_env.sleep(timedelta(hours=3))
+        resumed = await operations.resume(client, cron.id)
+        assert isinstance(resumed, CronReport)
+        assert resumed.counts == {"ran": 2, "paused": 3}
+        with pytest.raises(InvalidTransition, match="not paused"):
+            await operations.resume(client, cron.id)
+
+        triggered = await operations.trigger(client, cron.id)
+        assert triggered.status == JobStatus.SCHEDULED
+        manual = await settle(ts_env, cron.id)
+        assert manual.counts["manual"] == 1 and manual.recent_slots[0].outcome == "manual"
+        assert manual.recent_slots[0].status == JobStatus.DONE
+
+        until = await ts_env.get_current_time() + timedelta(hours=2, minutes=30)
+        held = await operations.pause(client, cron.id, until=until)
+        assert isinstance(held, CronReport) and held.paused_until == until
+        held_back = [slot for slot in next_instants(held) if slot <= until]
+        await ts_env.sleep(timedelta(hours=4))
+        after_until = await settle(ts_env, cron.id)
+        assert after_until.status == JobStatus.SCHEDULED
+        assert after_until.counts["paused"] == 3 + len(held_back)
+        assert after_until.counts["ran"] == 3  # resumed by itself and ran the next hour
+
+        updated = await operations.update_cron(
+            client, cron.id, CronUpdate(cron="*/20 * * * *", timezone="Asia/Kolkata")
+        )
+        assert isinstance(updated, CronReport)
+        assert (updated.cron, updated.timezone) == ("*/20 * * * *", "Asia/Kolkata")
+        assert {b - a for a, b in itertools.pairwise(next_instants(updated))} == {
+            timedelta(minutes=20)
+        }
+        with pytest.raises(InvalidTransition, match="can never fire"):
+            await operations.update_cron(client, cron.id, CronUpdate(cron="0 0 30 2 *"))
+
+        before_cancel = (await settle(ts_env, cron.id)).counts.get("ran", 0)
+        await operations.cancel(client, cron.id)
+        await ts_env.sleep(timedelta(hours=2))
+        cancelled = await report(ts_env, cron.id)
+        assert cancelled.status == JobStatus.CANCELLED
+        assert cancelled.counts.get("ran", 0) == before_cancel
+
+
+async def test_a_slot_that_already_has_a_job_is_recorded_and_not_run_twice(
+    ts_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    client = ts_env.client
+    async with running_worker(client, task_queue):
+        cron = await start_cron(ts_env, task_queue, cron="0 * * * *")
+        first = (await report(ts_env, cron.id)).next_slots[0].utc
+        squatter = f"{cron.id}@{first}"
+        now = await ts_env.get_current_time()
+        await operations.schedule(
+            client,
+            {"id": squatter, "name": "squatter", "handler": "log", "delay": "1h"},
+            HANDLERS,
+            now=now,
+        )
+        await ts_env.sleep(timedelta(minutes=70))
+        final = await report(ts_env, cron.id)
+    [slot] = final.recent_slots
+    assert (slot.outcome, slot.job_id) == ("duplicate", squatter)
+    assert final.counts == {"duplicate": 1}
+
+
+def test_status_lists_five_next_slots_in_local_time_and_utc() -> None:
+    spec = parse_spec(
+        {"name": "n", "handler": "log", "cron": "30 1 * * *", "timezone": "America/New_York"},
+        datetime(2025, 11, 1, tzinfo=UTC),
+        "c",
+    )
+    slots = operations.preview_cron(spec.cron or "", spec.timezone, "2025-11-01T00:00:00+00:00", 5)
+    assert [(s.local, s.utc) for s in slots[:3]] == [
+        ("2025-11-01T01:30:00-04:00", "2025-11-01T05:30:00Z"),
+        ("2025-11-02T01:30:00-04:00", "2025-11-02T05:30:00Z"),
+        ("2025-11-03T01:30:00-05:00", "2025-11-03T06:30:00Z"),
+    ]

@@ -1,0 +1,370 @@
+"""``CronJobWorkflow``: one recurring job; every slot becomes a ``JobWorkflow`` child.
+
+Each slot's child has the id ``<cron id>@<slot in UTC>`` and Temporal refuses a second
+workflow with that id (REJECT_DUPLICATE), which is the unique (cron_id, scheduled_for)
+constraint: a slot can never run twice, and an attempt to is recorded as ``duplicate``.
+Children outlive the cron (ABANDON): cancelling a cron stops further slots and lets a running
+one finish. A child reports its end with the ``slot_finished`` signal, addressed to the cron's
+workflow id, so the report reaches whichever run is current after continue-as-new.
+
+Zone and cron arithmetic is in :mod:`workflows.cronmath` (pure, passed through the sandbox),
+always fed ``workflow.now()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError, is_cancelled_exception
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    # "import a.b as b", not "from a import b": the latter bypasses the sandbox's import hook
+    # and would load a fresh copy (with restricted ZoneInfo proxies) into every workflow run.
+    import workflows.cronmath as cronmath
+    from workflows.models import (
+        JOB_HANDLER,
+        JOB_NAME,
+        JOB_RUN_AT,
+        JOB_STATUS,
+        CronInput,
+        CronReport,
+        CronState,
+        CronUpdate,
+        JobSpec,
+        JobStatus,
+        PauseRequest,
+        SlotFinished,
+        SlotOutcome,
+        SlotRecord,
+        SlotTime,
+    )
+
+from workflows.job_workflow import JobWorkflow, start_search_attributes
+
+RECENT_SLOTS = 20
+NEXT_SLOTS = 5
+# Slots that came due while paused or while no worker ran are recorded one by one up to
+# this many; beyond it the cron jumps ahead and records one summary line.
+MAX_BACKLOG_RECORDS = 100
+
+
+def cron_search_attributes(
+    spec: JobSpec, status: JobStatus, next_run: datetime
+) -> TypedSearchAttributes:
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(JOB_STATUS, status.value),
+            SearchAttributePair(JOB_NAME, spec.name),
+            SearchAttributePair(JOB_HANDLER, spec.handler),
+            SearchAttributePair(JOB_RUN_AT, next_run),
+        ]
+    )
+
+
+@workflow.defn(name="CronJobWorkflow")
+class CronJobWorkflow:
+    @workflow.init
+    def __init__(self, start: CronInput) -> None:
+        self.spec = start.spec
+        self.state = start.state.model_copy(deep=True)
+        self.event_budget = start.event_budget
+        self.triggers = 0  # manual runs requested and not yet started
+        self.controls_seen = 0  # bumps on every control or report so a wait re-evaluates
+        self.cancelled = False
+        self.planned: tuple[datetime, datetime] | None = None  # (slot, fire time with jitter)
+        self.next_run_upserted: datetime | None = None
+        self._load_schedule()
+
+    def _load_schedule(self) -> None:
+        assert self.spec.cron is not None
+        self.cron = cronmath.parse(self.spec.cron)
+        self.zone = cronmath.zone(self.spec.timezone)
+
+    @workflow.run
+    async def run(self, start: CronInput) -> None:
+        if self.state.last_slot is None:
+            self.state.last_slot = workflow.info().start_time
+        try:
+            while True:
+                if self._time_to_rotate():
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    workflow.continue_as_new(
+                        CronInput(
+                            spec=self.spec, state=self._snapshot(), event_budget=self.event_budget
+                        )
+                    )
+                await self._step()
+        except BaseException as err:
+            if is_cancelled_exception(err):
+                self.cancelled = True
+                workflow.upsert_search_attributes([JOB_STATUS.value_set(JobStatus.CANCELLED.value)])
+            raise
+
+    async def _step(self) -> None:
+        """Start what is due (manual triggers, a buffered slot, the next slot) or wait for it."""
+        now = workflow.now()
+        if self.triggers:
+            self.triggers -= 1
+            await self._start(now.replace(microsecond=0), "manual")
+            return
+        if self.state.buffered is not None and not self.state.running:
+            slot, self.state.buffered = self.state.buffered, None
+            await self._start(slot, "ran")
+            return
+        if self.state.paused:
+            until = self.state.paused_until
+            if until is not None and now >= until:
+                self._resume()
+            else:
+                await self._wait_for_control(until)
+            return
+        slot, fire_at = self._plan()
+        if now < fire_at:
+            self._publish_next_run(slot)
+            await self._wait_for_control(fire_at)
+            return
+        self.planned = None
+        late = now - fire_at
+        if late > timedelta(seconds=self.spec.catchup_window):
+            detail = f"beyond the {self.spec.catchup_window:g}s catch-up window"
+            # Every slot at or before this threshold is late by more than the window.
+            threshold = now - timedelta(
+                seconds=self.spec.catchup_window + self.spec.schedule_jitter
+            )
+            if slot <= threshold:
+                self._skip_backlog(threshold, "missed", detail)
+            else:
+                self.state.last_slot = slot
+                self._record(slot, "missed", detail=detail)
+            return
+        self.state.last_slot = slot
+        await self._apply_overlap(slot)
+
+    def _plan(self) -> tuple[datetime, datetime]:
+        """The next slot and when to fire it (jitter drawn once per slot, deterministically)."""
+        assert self.state.last_slot is not None
+        slot = cronmath.next_slot(self.cron, self.zone, self.state.last_slot)
+        if self.planned is None or self.planned[0] != slot:
+            jitter = workflow.random().uniform(0, self.spec.schedule_jitter)
+            self.planned = (slot, slot + timedelta(seconds=jitter))
+        return self.planned
+
+    async def _apply_overlap(self, slot: datetime) -> None:
+        if self.state.running:
+            policy = self.spec.overlap
+            if policy == "skip":
+                self._record(
+                    slot, "skipped", detail=f"{len(self.state.running)} slot(s) still running"
+                )
+                return
+            if policy == "buffer_one":
+                if self.state.buffered is None:
+                    self.state.buffered = slot
+                    self._record(slot, "buffered", detail="runs when the running slot finishes")
+                else:
+                    self._record(slot, "skipped", detail="one slot is already buffered")
+                return
+            if policy == "cancel_other":
+                for job_id in list(self.state.running):
+                    with contextlib.suppress(Exception):  # already finished: nothing to cancel
+                        await workflow.get_external_workflow_handle(job_id).cancel()
+        await self._start(slot, "ran")
+
+    async def _start(self, slot: datetime, outcome: SlotOutcome) -> None:
+        job_id = f"{self.spec.id}@{cronmath.iso_utc(slot)}"
+        tick = self._tick_spec(job_id, slot)
+        try:
+            await workflow.start_child_workflow(
+                JobWorkflow.run,
+                tick,
+                id=job_id,
+                task_queue=workflow.info().task_queue,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=start_search_attributes(tick, JobStatus.SCHEDULED),
+            )
+        except WorkflowAlreadyStartedError:
+            workflow.logger.error(
+                "slot %s of cron %s already has a job; not starting it twice",
+                cronmath.iso_utc(slot),
+                self.spec.id,
+            )
+            self._record(slot, "duplicate", job_id, detail="a job for this slot already exists")
+            return
+        self.state.running[job_id] = slot
+        self._record(slot, outcome, job_id, JobStatus.RUNNING)
+
+    def _tick_spec(self, job_id: str, slot: datetime) -> JobSpec:
+        planned = self.planned[1] if self.planned and self.planned[0] == slot else slot
+        key = self.spec.idempotency_key or self.spec.id
+        return JobSpec(
+            id=job_id,
+            name=self.spec.name,
+            handler=self.spec.handler,
+            payload=self.spec.payload,
+            run_at=max(planned, slot),
+            timezone=self.spec.timezone,
+            max_attempts=self.spec.max_attempts,
+            backoff_base=self.spec.backoff_base,
+            backoff_max=self.spec.backoff_max,
+            jitter=self.spec.jitter,
+            lease=self.spec.lease,
+            timeout=self.spec.timeout,
+            idempotency_key=f"{key}@{cronmath.iso_utc(slot)}",
+        )
+
+    def _skip_backlog(self, until: datetime, outcome: SlotOutcome, detail: str) -> None:
+        """Record the slots up to ``until`` that will not run (missed, or paused)."""
+        assert self.state.last_slot is not None
+        for _ in range(MAX_BACKLOG_RECORDS):
+            slot = cronmath.next_slot(self.cron, self.zone, self.state.last_slot)
+            if slot > until:
+                return
+            self.state.last_slot = slot
+            self._record(slot, outcome, detail=detail)
+        # A long outage of a frequent cron: jump ahead rather than walk every slot.
+        self.state.last_slot = until
+        self._record(until, outcome, detail=f"and more slots up to this time ({detail})")
+
+    async def _wait_for_control(self, until: datetime | None) -> None:
+        seen = self.controls_seen
+        timeout = (until - workflow.now()) if until is not None else None
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(self._changed_since(seen), timeout=timeout)
+
+    def _changed_since(self, seen: int) -> Callable[[], bool]:
+        return lambda: self.controls_seen != seen or self._time_to_rotate()
+
+    def _time_to_rotate(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.event_budget
+        )
+
+    def _publish_next_run(self, slot: datetime) -> None:
+        if self.next_run_upserted != slot:
+            self.next_run_upserted = slot
+            workflow.upsert_search_attributes([JOB_RUN_AT.value_set(slot)])
+
+    def _set_paused(self, paused: bool) -> None:
+        self.state.paused = paused
+        status = JobStatus.PAUSED if paused else JobStatus.SCHEDULED
+        workflow.upsert_search_attributes([JOB_STATUS.value_set(status.value)])
+        self.controls_seen += 1
+
+    def _resume(self) -> None:
+        self._skip_backlog(workflow.now(), "paused", "the cron was paused")
+        self.state.paused_until = None
+        self.planned = None
+        self._set_paused(False)
+
+    def _record(
+        self,
+        slot: datetime,
+        outcome: SlotOutcome,
+        job_id: str | None = None,
+        status: JobStatus | None = None,
+        detail: str = "",
+    ) -> None:
+        self.state.counts[outcome] = self.state.counts.get(outcome, 0) + 1
+        self.state.recent.append(
+            SlotRecord(slot=slot, outcome=outcome, job_id=job_id, status=status, detail=detail)
+        )
+        del self.state.recent[:-RECENT_SLOTS]
+
+    def _snapshot(self) -> CronState:
+        return self.state.model_copy(update={"generation": self.state.generation + 1})
+
+    # -- queries -------------------------------------------------------------------------
+
+    @workflow.query
+    def status(self) -> CronReport:
+        assert self.state.last_slot is not None
+        upcoming = cronmath.upcoming(self.cron, self.zone, self.state.last_slot, NEXT_SLOTS)
+        if self.cancelled:
+            status = JobStatus.CANCELLED
+        else:
+            status = JobStatus.PAUSED if self.state.paused else JobStatus.SCHEDULED
+        return CronReport(
+            job_id=self.spec.id,
+            name=self.spec.name,
+            handler=self.spec.handler,
+            status=status,
+            cron=self.cron.expression,
+            timezone=self.spec.timezone,
+            overlap=self.spec.overlap,
+            run_at=None if self.cancelled else upcoming[0],
+            paused_until=self.state.paused_until,
+            next_slots=[
+                SlotTime(local=local, utc=utc)
+                for local, utc in cronmath.slot_times(upcoming, self.zone)
+            ],
+            recent_slots=list(reversed(self.state.recent)),
+            running=sorted(self.state.running),
+            counts=dict(self.state.counts),
+            generation=self.state.generation,
+        )
+
+    # -- updates and signals ---------------------------------------------------------------
+
+    @workflow.update
+    async def pause(self, request: PauseRequest) -> CronReport:
+        self.state.paused_until = request.until
+        self._set_paused(True)
+        return self.status()
+
+    @pause.validator
+    def _check_pause(self, request: PauseRequest) -> None:
+        if request.until is not None and request.until <= workflow.now():
+            raise ValueError("cannot pause: until is in the past")
+
+    @workflow.update
+    async def resume(self) -> CronReport:
+        self._resume()
+        return self.status()
+
+    @resume.validator
+    def _check_resume(self) -> None:
+        if not self.state.paused:
+            raise ValueError("cannot resume: the cron is not paused")
+
+    @workflow.update
+    async def trigger(self) -> CronReport:
+        """Run one extra slot now (recorded as manual), whatever the overlap policy."""
+        self.triggers += 1
+        self.controls_seen += 1
+        return self.status()
+
+    @workflow.update(name="update")
+    async def update_schedule(self, change: CronUpdate) -> CronReport:
+        updates = {k: v for k, v in change.model_dump().items() if v is not None}
+        self.spec = self.spec.model_copy(update=updates)
+        self._load_schedule()
+        # The new schedule starts from now: slots of the new expression in the past are not due.
+        assert self.state.last_slot is not None
+        self.state.last_slot = max(self.state.last_slot, workflow.now())
+        self.planned = None
+        self.controls_seen += 1
+        return self.status()
+
+    @update_schedule.validator
+    def _check_update(self, change: CronUpdate) -> None:
+        # CronError is a ValueError: raising it rejects the update, leaving no trace in history.
+        if change.cron is not None:
+            cronmath.parse(change.cron)
+        if change.timezone is not None:
+            cronmath.zone(change.timezone)
+
+    @workflow.signal
+    def slot_finished(self, report: SlotFinished) -> None:
+        if self.state.running.pop(report.job_id, None) is not None:
+            self.controls_seen += 1
+        for record in self.state.recent:
+            if record.job_id == report.job_id:
+                record.status = report.status
