@@ -20,9 +20,10 @@ import signal
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -35,10 +36,12 @@ from workflows.cron_workflow import CronJobWorkflow
 from workflows.dlq_workflow import DeadLetterQueueWorkflow
 from workflows.durations import parse_duration
 from workflows.job_workflow import JobWorkflow
+from workflows.models import REGISTRY_WORKFLOW_ID, WorkerHandlers
+from workflows.registry_workflow import HandlerRegistryWorkflow
 
 log = logging.getLogger("jobs.worker")
 
-WORKFLOWS = [JobWorkflow, CronJobWorkflow, DeadLetterQueueWorkflow]
+WORKFLOWS = [JobWorkflow, CronJobWorkflow, DeadLetterQueueWorkflow, HandlerRegistryWorkflow]
 # Pure modules the workflows import; passing them through skips re-importing per run.
 PASSTHROUGH = (
     "pydantic",
@@ -99,10 +102,30 @@ def build_worker(
     return worker, executor
 
 
+async def publish_handlers(
+    client: Client, settings: WorkerSettings, registry: HandlerRegistry
+) -> None:
+    """Tell the handler registry which handler names this worker runs (signal-with-start)."""
+    entry = WorkerHandlers(
+        worker=settings.identity, handlers=registry.names(), published_at=datetime.now(UTC)
+    )
+    await client.start_workflow(
+        HandlerRegistryWorkflow.run,
+        [],
+        id=REGISTRY_WORKFLOW_ID,
+        task_queue=settings.task_queue,
+        start_signal="publish",
+        start_signal_args=[entry],
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
 async def run_worker(settings: WorkerSettings, client: Client | None = None) -> None:
-    """Run until SIGTERM/SIGINT, then shut down gracefully."""
+    """Publish this worker's handlers, then run until SIGTERM/SIGINT and shut down gracefully."""
     client = client or await connect()
-    worker, executor = build_worker(client, settings)
+    registry = load_handlers(settings.handler_modules)
+    worker, executor = build_worker(client, settings, registry)
+    await publish_handlers(client, settings, registry)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, lambda: asyncio.ensure_future(worker.shutdown()))

@@ -9,7 +9,6 @@ and turn a success into a SIGABRT for the calling script.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import sys
@@ -21,7 +20,6 @@ import click
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from activities.registry import load_handlers
 from starter import dlq as dead_letters
 from starter import operations, render
 from starter.client import connect
@@ -138,12 +136,13 @@ def schedule(
     """Schedule a job. Bad input starts nothing and exits 2."""
     raw = build_spec(name, handler, payload, at, in_, cron, tz, fields)
     now = datetime.now(UTC)
-    spec = operations.validate_spec(raw, load_handlers().names(), now)
-    scheduled = run(lambda client: operations.start(client, spec, now))
+    operations.validate_spec(raw, None, now)  # bad input exits 2 even with Temporal down
+    scheduled = run(lambda client: operations.schedule(client, raw, now=now))
     if as_json:
         emit({"job_id": scheduled.job_id, "next_run_at": scheduled.next_run_at})
     else:
-        click.echo(f"scheduled {scheduled.job_id}: runs at {render.when(scheduled.next_run_at)}")
+        verb = "scheduled" if scheduled.created else "already scheduled (same request)"
+        click.echo(f"{verb} {scheduled.job_id}: runs at {render.when(scheduled.next_run_at)}")
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -169,24 +168,29 @@ def status(job_id: str, as_json: bool) -> None:
 @click.option("--page-token", help="Continue from a previous page.")
 @json_option
 def list_(status_: str | None, limit: int, page_token: str | None, as_json: bool) -> None:
-    """Jobs, newest first, from Temporal's visibility store."""
-    token = base64.urlsafe_b64decode(page_token) if page_token else None
-    rows, next_token = run(lambda client: operations.list_jobs(client, status_, limit, token))
-    next_text = base64.urlsafe_b64encode(next_token).decode() if next_token else None
+    """Jobs and crons, newest first, from Temporal's visibility store."""
+    page = run(lambda client: operations.list_jobs(client, status_, limit, page_token))
     if as_json:
-        emit({"jobs": [row.__dict__ for row in rows], "next_page_token": next_text})
+        emit(page)
         return
     click.echo(
         render.table(
-            ["id", "name", "handler", "status", "run at"],
+            ["id", "kind", "name", "handler", "status", "run at"],
             [
-                [r.job_id, r.name or "", r.handler or "", r.status or "", render.when(r.run_at)]
-                for r in rows
+                [
+                    r.job_id,
+                    r.kind,
+                    r.name or "",
+                    r.handler or "",
+                    r.status or "",
+                    render.when(r.run_at),
+                ]
+                for r in page.jobs
             ],
         )
     )
-    if next_text:
-        click.echo(f"more: jobs list --page-token {next_text}")
+    if page.next_page_token:
+        click.echo(f"more: jobs list --page-token {page.next_page_token}")
 
 
 # -- cron ---------------------------------------------------------------------------------
@@ -293,13 +297,9 @@ def dlq() -> None:
 @json_option
 def dlq_list(handler: str | None, limit: int, page_token: str | None, as_json: bool) -> None:
     """Parked jobs, newest first (from the JobStatus="dead" visibility query)."""
-    token = base64.urlsafe_b64decode(page_token) if page_token else None
-    entries, next_token = run(lambda client: dead_letters.list_dead(client, limit, token, handler))
-    next_text = base64.urlsafe_b64encode(next_token).decode() if next_token else None
+    page = run(lambda client: dead_letters.list_dead(client, limit, page_token, handler))
     if as_json:
-        emit(
-            {"entries": [e.model_dump(mode="json") for e in entries], "next_page_token": next_text}
-        )
+        emit(page)
         return
     click.echo(
         render.table(
@@ -312,12 +312,12 @@ def dlq_list(handler: str | None, limit: int, page_token: str | None, as_json: b
                     render.when(e.parked_at),
                     (e.last_error or "")[:80],
                 ]
-                for e in entries
+                for e in page.entries
             ],
         )
     )
-    if next_text:
-        click.echo(f"more: jobs dlq list --page-token {next_text}")
+    if page.next_page_token:
+        click.echo(f"more: jobs dlq list --page-token {page.next_page_token}")
 
 
 @dlq.command(name="log")
@@ -404,6 +404,23 @@ def worker(
 
 @cli.command()
 @click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Anything but loopback needs JOBS_API_TOKEN.",
+)
+@click.option("--port", default=8000, show_default=True)
+def api(host: str, port: int) -> None:
+    """Run the HTTP API (OpenAPI at /docs)."""
+    from starter.api import server
+
+    http = server(host, port)
+    click.echo(f"API on http://{host}:{port} (docs: /docs)")
+    asyncio.run(http.serve())
+
+
+@cli.command()
+@click.option(
     "--state-dir", default=".jobs", show_default=True, help="Where the SQLite file lives."
 )
 @click.option("--port", default=7233, show_default=True)
@@ -411,7 +428,7 @@ def worker(
 @click.option("--api-port", default=8000, show_default=True)
 @click.option("--demo", is_flag=True, help="Schedule the demo jobs once the stack is up.")
 def dev(state_dir: str, port: int, ui_port: int, api_port: int, demo: bool) -> None:
-    """The embedded stack: dev server (SQLite file) + worker, in the foreground. Ctrl-C stops it."""
+    """The embedded stack: dev server (SQLite file), worker and API. Ctrl-C stops it."""
     from starter.devstack import run_dev_stack
 
     asyncio.run(run_dev_stack(state_dir, port, ui_port, api_port, demo))

@@ -11,9 +11,11 @@ import os
 import signal
 from pathlib import Path
 
+from activities.registry import load_handlers
+from starter.api import server as api_server
 from starter.demo import run_demo
 from starter.devserver import DevServer
-from worker import WorkerSettings, build_worker
+from worker import WorkerSettings, build_worker, publish_handlers
 
 
 async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, demo: bool) -> None:
@@ -28,11 +30,17 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    worker, executor = build_worker(client, WorkerSettings())
+    settings = WorkerSettings()
+    registry = load_handlers(settings.handler_modules)
+    worker, executor = build_worker(client, settings, registry)
+    await publish_handlers(client, settings, registry)
+    http = api_server("127.0.0.1", api_port, embedded=True)
+    api_task = asyncio.create_task(http.serve())
     try:
         async with worker:
             print(f"Temporal:  {server.address}  (export TEMPORAL_ADDRESS={server.address})")
             print(f"Web UI:    http://localhost:{ui_port}/namespaces/default/workflows")
+            print(f"API:       http://127.0.0.1:{api_port}  (docs: /docs)")
             print(f"worker:    polling task queue {worker.config()['task_queue']!r}")
             print("Ctrl-C stops everything.", flush=True)
             if demo:
@@ -44,6 +52,8 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
             await stop.wait()
             print("\nstopping ...", flush=True)
     finally:
+        http.should_exit = True
+        await api_task
         executor.shutdown(wait=False, cancel_futures=True)
         server.stop()
         print("stopped.", flush=True)

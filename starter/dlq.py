@@ -11,6 +11,7 @@ import time
 from typing import Any, Literal
 from uuid import uuid4
 
+from pydantic import BaseModel
 from temporalio.api.batch.v1 import BatchOperationSignal
 from temporalio.api.enums.v1 import BatchOperationState
 from temporalio.api.workflowservice.v1 import (
@@ -21,7 +22,13 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.errors import InvalidTransition, TemporalUnavailable
-from starter.operations import describe, require_open, temporal_errors
+from starter.operations import (
+    decode_token,
+    describe,
+    encode_token,
+    require_open,
+    temporal_errors,
+)
 from workflows.models import (
     DLQ_MEMO_KEY,
     DLQ_WORKFLOW_ID,
@@ -44,9 +51,14 @@ def dead_query(handler: str | None = None) -> str:
     return query
 
 
+class DeadPage(BaseModel):
+    entries: list[DeadEntry]
+    next_page_token: str | None = None
+
+
 async def list_dead(
-    client: Client, limit: int = 50, page_token: bytes | None = None, handler: str | None = None
-) -> tuple[list[DeadEntry], bytes | None]:
+    client: Client, limit: int = 50, page_token: str | None = None, handler: str | None = None
+) -> DeadPage:
     """A page of parked jobs, newest parked first within the page, and the next page token.
 
     Temporal's SQL visibility cannot ORDER BY, so across pages the order is the server's
@@ -54,7 +66,9 @@ async def list_dead(
     """
     entries = []
     async with temporal_errors():
-        it = client.list_workflows(dead_query(handler), page_size=limit, next_page_token=page_token)
+        it = client.list_workflows(
+            dead_query(handler), page_size=limit, next_page_token=decode_token(page_token)
+        )
         await it.fetch_next_page(page_size=limit)
         for wf in it.current_page or []:
             memo = await wf.memo()
@@ -72,7 +86,7 @@ async def list_dead(
                     )
                 )
     entries.sort(key=lambda e: e.parked_at, reverse=True)
-    return entries, it.next_page_token
+    return DeadPage(entries=entries, next_page_token=encode_token(it.next_page_token))
 
 
 async def _query_dlq(client: Client, query: str, limit: int, result_type: type) -> Any:

@@ -7,11 +7,16 @@ callers map them to exit codes or HTTP statuses without knowing Temporal.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from uuid import uuid4
 
 from pydantic import BaseModel, ValidationError
@@ -29,6 +34,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.registry import load_handlers
 from starter.client import task_queue
 from starter.errors import (
     InvalidTransition,
@@ -45,6 +51,7 @@ from workflows.models import (
     JOB_NAME,
     JOB_RUN_AT,
     JOB_STATUS,
+    REGISTRY_WORKFLOW_ID,
     CronInput,
     CronReport,
     CronUpdate,
@@ -57,6 +64,8 @@ from workflows.models import (
     parse_spec,
 )
 
+ALLOWED_HANDLERS_ENV = "JOBS_ALLOWED_HANDLERS"
+REQUEST_MEMO_KEY = "request"  # fingerprint of the submission that created the job
 JOB_WORKFLOW = "JobWorkflow"
 CRON_WORKFLOW = "CronJobWorkflow"
 # How long a control waits for a worker to process it before telling the user why.
@@ -69,22 +78,51 @@ T = TypeVar("T")
 Report = JobReport | CronReport
 
 
-@dataclass(frozen=True)
-class Scheduled:
+class Scheduled(BaseModel):
+    """The answer to a schedule: the job's id and its next run (``created`` False when an
+    identical request had already created it)."""
+
     job_id: str
     next_run_at: datetime | None
+    created: bool = True
 
 
-@dataclass(frozen=True)
-class JobRow:
+class JobRow(BaseModel):
     """One line of ``jobs list``: read from visibility, no workflow is touched."""
 
     job_id: str
+    kind: Literal["job", "cron"]
     name: str | None
     handler: str | None
     status: str | None
     run_at: datetime | None
     workflow_status: str | None
+
+
+class JobPage(BaseModel):
+    jobs: list[JobRow]
+    next_page_token: str | None = None
+
+
+def encode_token(token: bytes | None) -> str | None:
+    """Visibility page tokens travel as URL-safe base64 text (CLI flag, API query)."""
+    return base64.urlsafe_b64encode(token).decode() if token else None
+
+
+def decode_token(token: str | None) -> bytes | None:
+    if not token:
+        return None
+    try:
+        return base64.b64decode(token.encode(), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise SpecError([("page_token", "is not a token from a previous page")]) from err
+
+
+def fingerprint(data: dict[str, Any] | JobSpec) -> str:
+    """A stable digest of a submission as sent, to recognise a retried identical request."""
+    raw = data.model_dump(mode="json", exclude_unset=True) if isinstance(data, JobSpec) else data
+    canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @asynccontextmanager
@@ -101,42 +139,69 @@ async def temporal_errors(job_id: str | None = None) -> AsyncIterator[None]:
 
 
 def validate_spec(
-    data: dict[str, Any] | JobSpec, handlers: Iterable[str], now: datetime
+    data: dict[str, Any] | JobSpec, handlers: Iterable[str] | None, now: datetime
 ) -> JobSpec:
-    """Parse a submission; collects every problem, the handler name included."""
+    """Parse a submission; collects every problem, the handler name included (unless
+    ``handlers`` is None: a first pass that needs no server)."""
     problems: list[tuple[str, str]] = []
     spec: JobSpec | None = None
     try:
         spec = parse_spec(data, now, new_id=f"job-{uuid4()}")
     except ValidationError as err:
         problems = SpecError.from_validation(err).problems
-    known = set(handlers)
+    known = set(handlers) if handlers is not None else None
     handler = data.handler if isinstance(data, JobSpec) else data.get("handler")
-    if isinstance(handler, str) and handler and handler not in known:
+    if known is not None and isinstance(handler, str) and handler and handler not in known:
         problems.append(("handler", f"unknown handler {handler!r}; known: {sorted(known)}"))
     if problems or spec is None:
         raise SpecError(problems)
     return spec
 
 
+async def known_handlers(client: Client) -> set[str]:
+    """Handler names a job may use: ``JOBS_ALLOWED_HANDLERS`` (comma-separated) when set,
+    else what workers published to the handler registry plus this process's own registry
+    (the built-ins and ``JOBS_HANDLER_MODULES``)."""
+    allowed = os.environ.get(ALLOWED_HANDLERS_ENV)
+    if allowed:
+        return {name.strip() for name in allowed.split(",") if name.strip()}
+    published: list[str] = []
+    # No worker published yet, or none answering: this process's registry remains.
+    with contextlib.suppress(RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
+        published = await client.get_workflow_handle(REGISTRY_WORKFLOW_ID).query(
+            "handlers", result_type=list[str], rpc_timeout=QUERY_TIMEOUT
+        )
+    return set(published) | set(load_handlers().names())
+
+
 async def schedule(
     client: Client,
     data: dict[str, Any] | JobSpec,
-    handlers: Iterable[str],
+    handlers: Iterable[str] | None = None,
     now: datetime | None = None,
 ) -> Scheduled:
     """Validate and start a job. Nothing starts if anything is wrong.
 
-    One-shots start with ``start_delay`` so they cost the server nothing until due. Job ids are
-    unique: a second schedule with an existing id (even a finished one) raises JobExists.
-    ``now`` (default: this machine's clock) anchors ``delay``; tests pass the server's time.
+    ``handlers`` defaults to :func:`known_handlers`. ``now`` (default: this machine's clock)
+    anchors ``delay``; tests pass the server's time. See :func:`start` for ids and retries.
     """
     now = now or datetime.now(UTC)
-    return await start(client, validate_spec(data, handlers, now), now)
+    validate_spec(data, None, now)  # every spec problem, before asking the server anything
+    known = handlers if handlers is not None else await known_handlers(client)
+    return await start(client, validate_spec(data, known, now), now, fingerprint(data))
 
 
-async def start(client: Client, spec: JobSpec, now: datetime) -> Scheduled:
-    """Start an already validated spec (see :func:`validate_spec`)."""
+async def start(
+    client: Client, spec: JobSpec, now: datetime, request: str | None = None
+) -> Scheduled:
+    """Start an already validated spec (see :func:`validate_spec`).
+
+    One-shots start with ``start_delay`` so they cost the server nothing until due. Job ids
+    are unique for good. Sending the same request (same ``request`` fingerprint) again
+    answers with the existing job (``created=False``); a different one with a taken id
+    raises JobExists.
+    """
+    memo = {REQUEST_MEMO_KEY: request} if request else None
     async with temporal_errors():
         try:
             if spec.cron is not None:
@@ -148,6 +213,7 @@ async def start(client: Client, spec: JobSpec, now: datetime) -> Scheduled:
                     CronInput(spec=spec),
                     id=spec.id,
                     task_queue=task_queue(),
+                    memo=memo,
                     search_attributes=cron_search_attributes(spec, JobStatus.SCHEDULED, first),
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
@@ -160,12 +226,17 @@ async def start(client: Client, spec: JobSpec, now: datetime) -> Scheduled:
                 spec,
                 id=spec.id,
                 task_queue=task_queue(),
+                memo=memo,
                 start_delay=delay if delay > timedelta(0) else None,
                 search_attributes=start_search_attributes(spec, JobStatus.SCHEDULED),
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             )
         except WorkflowAlreadyStartedError as err:
+            existing = await client.get_workflow_handle(spec.id).describe()
+            if request and (await existing.memo()).get(REQUEST_MEMO_KEY) == request:
+                run_at = existing.typed_search_attributes.get(JOB_RUN_AT)
+                return Scheduled(job_id=spec.id, next_run_at=run_at, created=False)
             raise JobExists(f"a job with id {spec.id!r} already exists") from err
     return Scheduled(job_id=spec.id, next_run_at=spec.run_at)
 
@@ -273,21 +344,23 @@ def _with_live_state(
 
 
 async def list_jobs(
-    client: Client, status: str | None = None, limit: int = 50, page_token: bytes | None = None
-) -> tuple[list[JobRow], bytes | None]:
-    """A page of jobs from the visibility store, newest first, and the next page's token."""
+    client: Client, status: str | None = None, limit: int = 50, page_token: str | None = None
+) -> JobPage:
+    """A page of jobs and crons from the visibility store (newest started first)."""
     query = f'WorkflowType IN ("{JOB_WORKFLOW}", "{CRON_WORKFLOW}")'
     if status is not None:
         query += f' AND JobStatus = "{JobStatus(status).value}"'
     rows: list[JobRow] = []
+    token = decode_token(page_token)
     async with temporal_errors():
-        it = client.list_workflows(query, page_size=limit, next_page_token=page_token)
+        it = client.list_workflows(query, page_size=limit, next_page_token=token)
         await it.fetch_next_page(page_size=limit)
         for wf in it.current_page or []:
             attrs = wf.typed_search_attributes
             rows.append(
                 JobRow(
                     job_id=wf.id,
+                    kind="cron" if wf.workflow_type == CRON_WORKFLOW else "job",
                     name=attrs.get(JOB_NAME),
                     handler=attrs.get(JOB_HANDLER),
                     status=attrs.get(JOB_STATUS),
@@ -295,7 +368,7 @@ async def list_jobs(
                     workflow_status=wf.status.name.lower() if wf.status else None,
                 )
             )
-    return rows, it.next_page_token
+    return JobPage(jobs=rows, next_page_token=encode_token(it.next_page_token))
 
 
 async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -> T:

@@ -15,8 +15,10 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import IndexedValueType
@@ -31,9 +33,9 @@ from temporalio.worker import Worker
 from activities.registry import load_handlers
 from starter.binaries import test_server
 from starter.devserver import DevServer
-from tests.processes import Workers, cli_env
+from tests.processes import Api, Workers, cli_env
 from worker import WorkerSettings, build_worker
-from workflows.models import DLQ_WORKFLOW_ID, SEARCH_ATTRIBUTES
+from workflows.models import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID, SEARCH_ATTRIBUTES
 
 
 @pytest.fixture
@@ -87,22 +89,22 @@ async def running_worker(client: Client, task_queue: str) -> AsyncIterator[Worke
         executor.shutdown(wait=False, cancel_futures=True)
 
 
-async def end_dlq(client: Client) -> None:
-    """The DLQ is a singleton living on the task queue of the job that first parked; each
-    dev-server test has its own queue, so delete it with the test that started it."""
-    request = DeleteWorkflowExecutionRequest(
-        namespace=client.namespace,
-        workflow_execution=WorkflowExecution(workflow_id=DLQ_WORKFLOW_ID),
-    )
-    with contextlib.suppress(RPCError):
-        await client.workflow_service.delete_workflow_execution(request)
-    async with asyncio.timeout(30):  # deletion is asynchronous on the server
-        while True:
-            try:
-                await client.get_workflow_handle(DLQ_WORKFLOW_ID).describe()
-            except RPCError:
-                return
-            await asyncio.sleep(0.2)
+async def end_singletons(client: Client) -> None:
+    """The singletons (DLQ, handler registry) live on the task queue of the worker that
+    started them; each dev-server test has its own queue, so delete them with the test."""
+    for singleton in (DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID):
+        request = DeleteWorkflowExecutionRequest(
+            namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=singleton)
+        )
+        with contextlib.suppress(RPCError):
+            await client.workflow_service.delete_workflow_execution(request)
+        async with asyncio.timeout(30):  # deletion is asynchronous on the server
+            while True:
+                try:
+                    await client.get_workflow_handle(singleton).describe()
+                except RPCError:
+                    break
+                await asyncio.sleep(0.2)
 
 
 @pytest.fixture
@@ -119,4 +121,26 @@ async def workers(
     group = Workers(cli, tmp_path)
     yield group
     group.stop_all()
-    await end_dlq(dev_client)
+    await end_singletons(dev_client)
+
+
+@dataclass
+class Stack:
+    api: Api
+    http: httpx.Client
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+async def stack(
+    dev_server: DevServer, dev_client: Client, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Stack]:
+    env = cli_env(dev_server.address, f"api-{uuid.uuid4().hex[:8]}")
+    workers = Workers(env, tmp_path_factory.mktemp("api-workers"))
+    workers.start()
+    api = Api(env).start()
+    with httpx.Client(base_url=api.url, timeout=30) as http:
+        yield Stack(api, http, env)
+    api.stop()
+    workers.stop_all()
+    await end_singletons(dev_client)

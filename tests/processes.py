@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = str(Path(sys.executable).parent / "jobs")
 
@@ -83,3 +85,43 @@ class Workers:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+@dataclass
+class Api:
+    """A ``jobs api`` subprocess on a free port."""
+
+    env: dict[str, str]
+    host: str = "127.0.0.1"
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> Api:
+        from starter.devserver import free_port
+
+        self.port = self.port or free_port()
+        self.proc = subprocess.Popen(
+            [JOBS, "api", "--host", self.host, "--port", str(self.port)],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # up once it answers anything at all
+            assert self.proc.poll() is None, "jobs api exited"
+            try:
+                httpx.get(f"{self.url}/healthz", timeout=2)
+                return self
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError("jobs api never answered")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()

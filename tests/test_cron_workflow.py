@@ -300,11 +300,13 @@ async def test_a_slot_that_already_has_a_job_is_recorded_and_not_run_twice(
             HANDLERS,
             now=now,
         )
-        await ts_env.sleep(timedelta(minutes=70))
+        first_at = datetime.fromisoformat(first.replace("Z", "+00:00"))
+        await ts_env.sleep(first_at + timedelta(minutes=5) - now)  # past the first slot only
         final = await report(ts_env, cron.id)
     [slot] = final.recent_slots
     assert (slot.outcome, slot.job_id) == ("duplicate", squatter)
     assert final.counts == {"duplicate": 1}
+    assert final.run_at == first_at + timedelta(hours=1)  # and the cron moved on
 
 
 def test_status_lists_five_next_slots_in_local_time_and_utc() -> None:

@@ -52,7 +52,7 @@ async def wait_parked(client: Client, job_ids: set[str], timeout: float = 60) ->
     deadline = time.monotonic() + timeout
     while True:
         indexed = {e.job_id for e in await dlq.recent_entries(client)}
-        listed = {e.job_id for e in (await dlq.list_dead(client, limit=1000))[0]}
+        listed = {e.job_id for e in (await dlq.list_dead(client, limit=1000)).entries}
         if indexed == job_ids == listed:
             return
         if time.monotonic() > deadline:
@@ -197,9 +197,9 @@ async def test_two_hundred_poison_jobs_end_dead_with_five_jittered_attempts(
             elapsed = time.monotonic() - started
             reports = await asyncio.gather(*(operations.status(dev_client, j) for j in ids))
     finally:
-        from tests.conftest import end_dlq
+        from tests.conftest import end_singletons
 
-        await end_dlq(dev_client)
+        await end_singletons(dev_client)
     print(f"200 poison jobs parked in {elapsed:.1f}s")
     for report in reports:
         assert report.status == JobStatus.DEAD

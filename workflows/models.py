@@ -428,3 +428,16 @@ class CronReport(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     generation: int = 0  # continue-as-new count
     attempts: list[AttemptRecord] = Field(default_factory=list)  # always empty: see the slots
+
+
+# -- handler registry ----------------------------------------------------------------------
+
+REGISTRY_WORKFLOW_ID = "handler-registry"
+
+
+class WorkerHandlers(BaseModel):
+    """What one worker published at start-up: the handler names it runs."""
+
+    worker: str
+    handlers: list[str]
+    published_at: datetime

@@ -1,0 +1,433 @@
+"""The HTTP API: the same operations as the CLI, on the same job model and client factory.
+
+Errors are typed and never carry a stack trace: 422 invalid input (field and reason), 404
+unknown job, 409 invalid transition or a job id already taken by a different request, 413 body
+over the limit (refused before parsing), 401 missing or wrong token, 503 Temporal unreachable.
+
+Creating is idempotent by job id: repeating a ``POST /jobs`` with the same id and the same
+body answers 200 with the existing job instead of 201; the same id with a different body is 409.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import uvicorn
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from temporalio.client import Client
+
+from starter import dlq as dead_letters
+from starter import operations
+from starter.client import connect
+from starter.errors import (
+    InvalidTransition,
+    JobExists,
+    JobNotFound,
+    JobsError,
+    SpecError,
+    TemporalUnavailable,
+)
+from workflows.models import (
+    CronReport,
+    CronUpdate,
+    JobReport,
+    JobSpec,
+    JobStatus,
+    PauseRequest,
+    SlotTime,
+)
+
+log = logging.getLogger("jobs.api")
+
+TOKEN_ENV = "JOBS_API_TOKEN"
+MAX_BODY_BYTES = 320 * 1024  # the 256 KiB payload limit plus room for the rest of the spec
+HANDLER_CACHE_SECONDS = 30.0
+PUBLIC_PATHS = {"/healthz"}
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class FieldProblem(BaseModel):
+    field: str
+    reason: str
+
+
+class ErrorBody(BaseModel):
+    error: Literal[
+        "invalid", "not_found", "conflict", "too_large", "unauthorized", "unavailable", "internal"
+    ]
+    detail: str | list[FieldProblem]
+
+
+class Health(BaseModel):
+    temporal: Literal["ok", "unreachable"]
+    detail: str = ""
+
+
+class Released(BaseModel):
+    job_id: str
+    action: Literal["requeue", "discard", "cancel"]
+
+
+ERRORS: dict[type[JobsError], tuple[int, str]] = {
+    SpecError: (422, "invalid"),
+    JobNotFound: (404, "not_found"),
+    JobExists: (409, "conflict"),
+    InvalidTransition: (409, "conflict"),
+    TemporalUnavailable: (503, "unavailable"),
+}
+
+
+def error_response(status: int, error: str, detail: str | list[FieldProblem]) -> JSONResponse:
+    body = ErrorBody.model_validate({"error": error, "detail": detail})
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error answers a route can give (all share ErrorBody)."""
+    return {code: {"model": ErrorBody} for code in (*codes, 401, 503)}
+
+
+class Guard:
+    """ASGI middleware: bearer token on every path but /healthz, and the body size limit,
+    both enforced before FastAPI reads or parses anything."""
+
+    def __init__(self, app: ASGIApp, token: str | None):
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.token and scope["path"] not in PUBLIC_PATHS and not self._authorized(scope):
+            await error_response(401, "unauthorized", "missing or wrong bearer token")(
+                scope, receive, send
+            )
+            return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None:
+            if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+                await self._too_large(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
+        # No length (chunked): buffer up to the limit ourselves, then replay it to the app.
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > MAX_BODY_BYTES:
+                await self._too_large(scope, receive, send)
+                return
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.token is not None
+        for name, value in scope.get("headers") or []:
+            if name == b"authorization":
+                scheme, _, given = value.decode("latin-1").partition(" ")
+                return scheme.lower() == "bearer" and hmac.compare_digest(
+                    given.strip().encode(), self.token.encode()
+                )
+        return False
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")
+        await response(scope, receive, send)
+
+
+class Backend:
+    """The API's Temporal client (connected lazily, so the API starts even when Temporal is
+    down and answers 503 until it is back) and its cache of known handler names."""
+
+    def __init__(self, client: Client | None = None):
+        self._client = client
+        self._lock = asyncio.Lock()
+        self._handlers: tuple[float, set[str]] | None = None
+
+    async def client(self) -> Client:
+        if self._client is None:
+            async with self._lock:
+                if self._client is None:
+                    self._client = await connect()
+        return self._client
+
+    async def handlers(self) -> set[str]:
+        now = time.monotonic()
+        if self._handlers is None or now - self._handlers[0] > HANDLER_CACHE_SECONDS:
+            self._handlers = (now, await operations.known_handlers(await self.client()))
+        return self._handlers[1]
+
+
+async def read_object(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        data = json.loads(raw or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise SpecError([("body", f"not valid JSON: {err}")]) from err
+    if not isinstance(data, dict):
+        raise SpecError([("body", "must be a JSON object")])
+    return data
+
+
+def create_app(token: str | None = None, client: Client | None = None) -> FastAPI:
+    """The API. ``token`` (default ``JOBS_API_TOKEN``) turns on bearer authentication."""
+    token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+    backend = Backend(client)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        yield
+
+    app = FastAPI(
+        title="jobs",
+        summary="Delayed and cron jobs on Temporal",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+
+    @app.exception_handler(JobsError)
+    async def jobs_error(request: Request, err: JobsError) -> JSONResponse:
+        status, kind = ERRORS.get(type(err), (500, "internal"))
+        if isinstance(err, SpecError):
+            problems = [FieldProblem(field=f, reason=r) for f, r in err.problems]
+            return error_response(status, kind, problems)
+        return error_response(status, kind, str(err))
+
+    @app.exception_handler(RequestValidationError)
+    async def request_error(request: Request, err: RequestValidationError) -> JSONResponse:
+        problems = [
+            FieldProblem(
+                field=".".join(
+                    str(part) for part in item["loc"] if part not in ("query", "path", "body")
+                )
+                or "request",
+                reason=str(item["msg"]),
+            )
+            for item in err.errors()
+        ]
+        return error_response(422, "invalid", problems)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, err: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal", "internal error; the API log has the details")
+
+    spec_body = {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": JobSpec.model_json_schema()}},
+        }
+    }
+
+    @app.post(
+        "/jobs",
+        response_model=operations.Scheduled,
+        status_code=201,
+        responses={
+            200: {
+                "model": operations.Scheduled,
+                "description": "identical request: the existing job",
+            },
+            **documented(409, 413, 422),
+        },
+        openapi_extra=spec_body,
+    )
+    async def create_job(request: Request) -> Any:
+        """Schedule a one-shot (run_at or delay) or a cron job."""
+        data = await read_object(request)
+        operations.validate_spec(data, None, datetime.now(UTC))  # 422 even with Temporal down
+        scheduled = await operations.schedule(
+            await backend.client(), data, await backend.handlers()
+        )
+        if not scheduled.created:
+            return JSONResponse(scheduled.model_dump(mode="json"), status_code=200)
+        return scheduled
+
+    @app.get("/jobs", response_model=operations.JobPage, responses=documented(422))
+    async def list_jobs(
+        status: JobStatus | None = None,
+        limit: int = Query(50, ge=1, le=1000),
+        page_token: str | None = None,
+    ) -> operations.JobPage:
+        """Jobs and crons, newest first, from Temporal's visibility store; paged."""
+        return await operations.list_jobs(
+            await backend.client(), status.value if status else None, limit, page_token
+        )
+
+    @app.get("/jobs/{job_id}", response_model=JobReport | CronReport, responses=documented(404))
+    async def get_job(job_id: str) -> JobReport | CronReport:
+        """Status and attempt history (crons: next slots and recent slots)."""
+        return await operations.status(await backend.client(), job_id)
+
+    @app.delete(
+        "/jobs/{job_id}", response_model=Released, status_code=202, responses=documented(404, 409)
+    )
+    async def cancel_job(job_id: str) -> Released:
+        """Cancel a job (a running attempt is cancelled through its heartbeat) or a cron."""
+        await operations.cancel(await backend.client(), job_id)
+        return Released(job_id=job_id, action="cancel")
+
+    @app.post(
+        "/jobs/{job_id}/trigger",
+        response_model=JobReport | CronReport,
+        responses=documented(404, 409),
+    )
+    async def trigger_job(job_id: str) -> JobReport | CronReport:
+        """Run a waiting job now; a cron runs one extra slot now."""
+        return await operations.trigger(await backend.client(), job_id)
+
+    @app.post(
+        "/jobs/{job_id}/pause",
+        response_model=JobReport | CronReport,
+        responses=documented(404, 409, 422),
+    )
+    async def pause_job(job_id: str, body: PauseRequest | None = None) -> JobReport | CronReport:
+        """Hold a waiting job or a cron, optionally until a time."""
+        until = body.until if body else None
+        return await operations.pause(await backend.client(), job_id, until)
+
+    @app.post(
+        "/jobs/{job_id}/resume",
+        response_model=JobReport | CronReport,
+        responses=documented(404, 409),
+    )
+    async def resume_job(job_id: str) -> JobReport | CronReport:
+        return await operations.resume(await backend.client(), job_id)
+
+    @app.patch(
+        "/jobs/{job_id}", response_model=JobReport | CronReport, responses=documented(404, 409, 422)
+    )
+    async def update_cron(job_id: str, change: CronUpdate) -> JobReport | CronReport:
+        """Change a cron's expression, zone or overlap policy."""
+        checked = operations.cron_update(change.cron, change.timezone, change.overlap)
+        return await operations.update_cron(await backend.client(), job_id, checked)
+
+    @app.get("/dlq", response_model=dead_letters.DeadPage, responses=documented(422))
+    async def list_dead(
+        handler: str | None = None,
+        limit: int = Query(50, ge=1, le=1000),
+        page_token: str | None = None,
+    ) -> dead_letters.DeadPage:
+        """Parked jobs, newest first (the JobStatus="dead" visibility query)."""
+        return await dead_letters.list_dead(await backend.client(), limit, page_token, handler)
+
+    @app.post("/dlq/{job_id}/requeue", response_model=Released, responses=documented(404, 409))
+    async def requeue(job_id: str) -> Released:
+        """Run a dead job again with a fresh attempt budget."""
+        await dead_letters.release(await backend.client(), job_id, "requeue")
+        return Released(job_id=job_id, action="requeue")
+
+    @app.post("/dlq/{job_id}/discard", response_model=Released, responses=documented(404, 409))
+    async def discard(job_id: str) -> Released:
+        """End a dead job for good."""
+        await dead_letters.release(await backend.client(), job_id, "discard")
+        return Released(job_id=job_id, action="discard")
+
+    @app.get("/cron/preview", response_model=list[SlotTime], responses=documented(422))
+    async def preview(
+        expr: str = Query(..., max_length=200),
+        tz: str = Query("UTC", max_length=100),
+        after: datetime | None = None,
+        n: int = Query(5, ge=1, le=1000),
+    ) -> list[SlotTime]:
+        """The next slots of a cron expression, local and UTC. Schedules nothing."""
+        return operations.preview_cron(expr, tz, after.isoformat() if after else None, n)
+
+    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+    async def healthz() -> Any:
+        """Whether Temporal is reachable (no token needed)."""
+        try:
+            client = await backend.client()
+            await asyncio.wait_for(client.service_client.check_health(), 5)
+        except Exception as err:  # any failure here means "not reachable"
+            return JSONResponse(
+                Health(temporal="unreachable", detail=str(err)[:200]).model_dump(), status_code=503
+            )
+        return Health(temporal="ok")
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes
+            )
+            if token:
+                schema.setdefault("components", {})["securitySchemes"] = {
+                    "bearer": {"type": "http", "scheme": "bearer"}
+                }
+                schema["security"] = [{"bearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    app.add_middleware(Guard, token=token)
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(host: str, token: str | None) -> None:
+    """Anything but loopback needs a token: refuse to start otherwise."""
+    if not is_loopback(host) and not token:
+        raise SpecError([("host", f"binding to {host} needs {TOKEN_ENV} set (a bearer token)")])
+
+
+class EmbeddedServer(uvicorn.Server):
+    """uvicorn inside a process that owns its signals (``jobs dev``): stop with should_exit."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def server(host: str, port: int, embedded: bool = False) -> uvicorn.Server:
+    """A uvicorn server for the API; refuses a non-loopback host without a token."""
+    token = os.environ.get(TOKEN_ENV) or None
+    check_binding(host, token)
+    config = uvicorn.Config(
+        create_app(token), host=host, port=port, log_level="warning", access_log=False
+    )
+    return EmbeddedServer(config) if embedded else uvicorn.Server(config)
