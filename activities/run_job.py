@@ -25,7 +25,7 @@ from activities.registry import HandlerRegistry, JobContext, PermanentError
 from workflows.backoff import base_delay, retry_delay
 from workflows.models import AttemptRecord, HeartbeatState, RunJobInput, RunJobResult
 
-Outcome = Literal["succeeded", "failed", "cancelled"]
+Outcome = Literal["succeeded", "failed", "cancelled", "handed_over"]
 
 log = logging.getLogger("jobs.run_job")
 # Failed attempts are routine for a job scheduler: we log one line each ourselves, and the
@@ -37,6 +37,10 @@ CANCEL_GRACE_SECONDS = 5.0
 
 class CancelledByRequest(Exception):
     """Recorded as the error of an attempt stopped by ``jobs cancel``."""
+
+
+class HandedOver(Exception):
+    """Recorded as the error of an attempt given back by a worker shutting down cleanly."""
 
 
 class UnknownHandlerError(PermanentError):
@@ -53,7 +57,9 @@ def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
         spec = job.spec
         # The server scheduled this attempt one RetryPolicy interval after the loss.
         lost_at = info.current_attempt_scheduled_time - timedelta(
-            seconds=base_delay(max(info.attempt - 1, 1), spec.backoff_base, spec.backoff_max)
+            seconds=base_delay(
+                max(job.spent + info.attempt - 1, 1), spec.backoff_base, spec.backoff_max
+            )
         )
         ran_for = (lost_at - state.attempts[-1].started_at).total_seconds()
         if ran_for >= spec.timeout:
@@ -126,14 +132,20 @@ class JobActivities:
             except (TypeError, ValueError) as err:  # retrying would not make it storable
                 raise PermanentError(f"handler returned a value that is not JSON: {err}") from err
         except asyncio.CancelledError as err:
+            # Report the attempt instead of raising where we can: Temporal drops the details
+            # of a cancelled activity, and the workflow keeps the history.
             details = activity.cancellation_details()
-            if details is None or not details.cancel_requested:
-                finish("cancelled", err)  # timed out, lost or shutting down: Temporal retries
-                raise
-            # The job was cancelled: report the attempt instead of raising, because Temporal
-            # drops the details of a cancelled activity and the workflow keeps the history.
-            finish("cancelled", CancelledByRequest("job cancelled while running"))
-            return RunJobResult(attempts=state.attempts, cancelled=True)
+            if details is not None and details.cancel_requested:
+                finish("cancelled", CancelledByRequest("job cancelled while running"))
+                return RunJobResult(attempts=state.attempts, cancelled=True)
+            if details is not None and details.worker_shutdown:
+                finish("handed_over", HandedOver("worker shut down cleanly; runs elsewhere"))
+                log.warning(
+                    "job %s attempt %d handed over: worker shutting down", spec.id, record.attempt
+                )
+                return RunJobResult(attempts=state.attempts, handed_over=True)
+            finish("cancelled", err)  # timed out or lost its lease: Temporal retries it
+            raise
         except PermanentError as err:
             finish("failed", err)
             log.warning("job %s attempt %d failed permanently: %s", spec.id, record.attempt, err)
@@ -141,11 +153,11 @@ class JobActivities:
                 str(err), state, type=type(err).__name__, non_retryable=True, category=BENIGN
             ) from err
         except Exception as err:
-            last = info.attempt >= spec.max_attempts
+            in_round = job.spent + info.attempt  # this attempt's number within the round
             delay = None
-            if not last:
+            if in_round < spec.max_attempts:
                 delay = retry_delay(
-                    info.attempt, spec.backoff_base, spec.backoff_max, spec.jitter, random.random()
+                    in_round, spec.backoff_base, spec.backoff_max, spec.jitter, random.random()
                 )
             finish("failed", err, delay)
             then = f"retry in {delay:.1f}s" if delay is not None else "no attempts left"

@@ -170,27 +170,26 @@ def status(job_id: str, as_json: bool) -> None:
 def list_(status_: str | None, limit: int, page_token: str | None, as_json: bool) -> None:
     """Jobs and crons, newest first, from Temporal's visibility store."""
     page = run(lambda client: operations.list_jobs(client, status_, limit, page_token))
+    rows = [
+        [r.job_id, r.kind, r.name or "", r.handler or "", r.status or "", render.when(r.run_at)]
+        for r in page.jobs
+    ]
+    show_page(
+        page, ["id", "kind", "name", "handler", "status", "run at"], rows, as_json, "jobs list"
+    )
+
+
+def show_page(
+    page: BaseModel, headers: list[str], rows: list[list[str]], as_json: bool, command: str
+) -> None:
+    """One page of a listing: JSON as is, or a table and how to get the next page."""
     if as_json:
         emit(page)
         return
-    click.echo(
-        render.table(
-            ["id", "kind", "name", "handler", "status", "run at"],
-            [
-                [
-                    r.job_id,
-                    r.kind,
-                    r.name or "",
-                    r.handler or "",
-                    r.status or "",
-                    render.when(r.run_at),
-                ]
-                for r in page.jobs
-            ],
-        )
-    )
-    if page.next_page_token:
-        click.echo(f"more: jobs list --page-token {page.next_page_token}")
+    click.echo(render.table(headers, rows))
+    token = getattr(page, "next_page_token", None)
+    if token:
+        click.echo(f"more: {command} --page-token {token}")
 
 
 # -- cron ---------------------------------------------------------------------------------
@@ -298,26 +297,13 @@ def dlq() -> None:
 def dlq_list(handler: str | None, limit: int, page_token: str | None, as_json: bool) -> None:
     """Parked jobs, newest first (from the JobStatus="dead" visibility query)."""
     page = run(lambda client: dead_letters.list_dead(client, limit, page_token, handler))
-    if as_json:
-        emit(page)
-        return
-    click.echo(
-        render.table(
-            ["id", "name", "attempts", "parked", "last error"],
-            [
-                [
-                    e.job_id,
-                    e.name,
-                    str(e.attempts),
-                    render.when(e.parked_at),
-                    (e.last_error or "")[:80],
-                ]
-                for e in page.entries
-            ],
-        )
+    rows = [
+        [e.job_id, e.name, str(e.attempts), render.when(e.parked_at), (e.last_error or "")[:80]]
+        for e in page.entries
+    ]
+    show_page(
+        page, ["id", "name", "attempts", "parked", "last error"], rows, as_json, "jobs dlq list"
     )
-    if page.next_page_token:
-        click.echo(f"more: jobs dlq list --page-token {page.next_page_token}")
 
 
 @dlq.command(name="log")

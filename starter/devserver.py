@@ -39,7 +39,7 @@ def free_port() -> int:
         return port
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child before exec: on Linux, SIGKILL the server if its parent dies, so a
     crashed ``jobs dev`` or test run never leaves a server holding the port and the file."""
     if sys.platform.startswith("linux"):
@@ -96,7 +96,7 @@ class DevServer:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         return await self.wait_ready(timeout)
 

@@ -7,6 +7,7 @@ memo), so it scales with the server's visibility store, not with the DLQ workflo
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any, Literal
 from uuid import uuid4
@@ -21,7 +22,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.errors import InvalidTransition, TemporalUnavailable
+from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
 from starter.operations import (
     decode_token,
     describe,
@@ -32,6 +33,7 @@ from starter.operations import (
 from workflows.models import (
     DLQ_MEMO_KEY,
     DLQ_WORKFLOW_ID,
+    HANDLER_PATTERN,
     JOB_HANDLER,
     JOB_NAME,
     JOB_STATUS,
@@ -47,6 +49,11 @@ def dead_query(handler: str | None = None) -> str:
     """Jobs parked and waiting for a human (discarded ones are closed, hence excluded)."""
     query = 'WorkflowType = "JobWorkflow" AND JobStatus = "dead" AND ExecutionStatus = "Running"'
     if handler is not None:
+        # Only a well-formed handler name goes into the query: nothing can be injected.
+        if not re.fullmatch(HANDLER_PATTERN, handler):
+            raise SpecError(
+                [("handler", "must be 1-200 characters of letters, digits and . _ : -")]
+            )
         query += f' AND JobHandler = "{handler}"'
     return query
 

@@ -105,17 +105,28 @@ class JobPage(BaseModel):
 
 
 def encode_token(token: bytes | None) -> str | None:
-    """Visibility page tokens travel as URL-safe base64 text (CLI flag, API query)."""
-    return base64.urlsafe_b64encode(token).decode() if token else None
+    """Visibility page tokens travel as text (CLI flag, API query): URL-safe base64 plus a
+    short checksum, so a mangled token is refused here instead of upsetting the server."""
+    if not token:
+        return None
+    return f"{base64.urlsafe_b64encode(token).decode()}.{_token_check(token)}"
 
 
 def decode_token(token: str | None) -> bytes | None:
     if not token:
         return None
+    encoded, _, check = token.rpartition(".")
     try:
-        return base64.b64decode(token.encode(), altchars=b"-_", validate=True)
-    except (binascii.Error, ValueError) as err:
-        raise SpecError([("page_token", "is not a token from a previous page")]) from err
+        raw = base64.b64decode(encoded.encode(), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not raw or check != _token_check(raw):
+        raise SpecError([("page_token", "is not a token from a previous page")])
+    return raw
+
+
+def _token_check(token: bytes) -> str:
+    return hashlib.sha256(token).hexdigest()[:12]
 
 
 def fingerprint(data: dict[str, Any] | JobSpec) -> str:
@@ -131,8 +142,11 @@ async def temporal_errors(job_id: str | None = None) -> AsyncIterator[None]:
     try:
         yield
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND and job_id is not None:
+        refused = err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT)
+        if refused and job_id is not None:
             raise JobNotFound(f"no job with id {job_id!r}") from err
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:  # a malformed query or token
+            raise SpecError([("request", err.message)]) from err
         if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             raise TemporalUnavailable(f"Temporal is unreachable: {err.message}") from err
         raise

@@ -15,8 +15,9 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,8 +32,10 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.registry import load_handlers
+from bench.common import write_result
 from starter.binaries import test_server
 from starter.devserver import DevServer
+from tests.drills import FULL, REPORT, render_report
 from tests.processes import Api, Workers, cli_env
 from worker import WorkerSettings, build_worker
 from workflows.models import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID, SEARCH_ATTRIBUTES
@@ -58,8 +61,9 @@ async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
 
 
 @pytest.fixture(scope="session")
-async def dev_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
-    server = DevServer(db_file=tmp_path_factory.mktemp("devserver") / "temporal.db")
+async def dev_server() -> AsyncIterator[DevServer]:
+    """In memory, for speed; the drills use a SQLite file (tests/sqlite_fixtures.py)."""
+    server = DevServer(db_file=None)
     await server.start()
     yield server
     server.stop()
@@ -144,3 +148,12 @@ async def stack(
     api.stop()
     workers.stop_all()
     await end_singletons(dev_client)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The drills' one-screen report (drill, jobs, lost, duplicated, max lag)."""
+    if REPORT:
+        terminalreporter.section("failure drills")
+        terminalreporter.write_line(render_report())
+        path = write_result("drills", {"full_size": FULL, "rows": [asdict(r) for r in REPORT]})
+        terminalreporter.write_line(f"(also in {path})")

@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from starter.devserver import die_with_parent, free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = str(Path(sys.executable).parent / "jobs")
 
@@ -52,15 +54,17 @@ class Workers:
     log_dir: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, **extra: str) -> subprocess.Popen[bytes]:
+    def start(self, *args: str, **extra: str) -> subprocess.Popen[bytes]:
+        """``jobs worker *args`` with ``extra`` environment; returns once it polls."""
         log = self.log_dir / f"worker-{len(self.procs)}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [JOBS, "worker"],
+                [JOBS, "worker", *args],
                 env={**self.env, **extra},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         self.procs.append(proc)
         self.wait_for_log(proc, "polling task queue")
@@ -101,8 +105,6 @@ class Api:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30) -> Api:
-        from starter.devserver import free_port
-
         self.port = self.port or free_port()
         self.proc = subprocess.Popen(
             [JOBS, "api", "--host", self.host, "--port", str(self.port)],
@@ -110,6 +112,7 @@ class Api:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:  # up once it answers anything at all

@@ -227,7 +227,7 @@ async def test_two_thousand_parks_interleaved_with_requeues_and_discards(
     several times on the way and never lost or doubled a park, requeue or discard."""
     monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     server = DevServer(
-        db_file=tmp_path_factory.mktemp("dlq2000") / "temporal.db",
+        db_file=None,  # in memory: this checks the DLQ, not persistence
         dynamic_config={"limit.historyCount.suggestContinueAsNew": 500},
     )
     client = await server.start()

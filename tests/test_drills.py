@@ -10,29 +10,16 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from starter.devserver import free_port
+from tests.drills import DrillRow, Tally, add_row, read_records, wait_for_records
 from tests.processes import JOBS, Workers, cli_env, jobs, jobs_json
+from tests.sqlite_fixtures import sqlite_dev_client, sqlite_dev_server  # noqa: F401
 from tests.test_cli import wait_for
 
 pytestmark = [pytest.mark.devserver, pytest.mark.drill]
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
-
-
-def wait_for_records(path: Path, count: int, timeout: float = 60) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while len(records := read_records(path)) < count:
-        assert time.monotonic() < deadline, f"only {records} after {timeout}s"
-        time.sleep(0.1)
-    return records
 
 
 def test_sigkill_worker_mid_job_then_a_second_worker_finishes_it(
@@ -57,7 +44,7 @@ def test_sigkill_worker_mid_job_then_a_second_worker_finishes_it(
         "--id",
         job_id,
     )
-    [started] = wait_for_records(records, 1)
+    [started] = wait_for_records(records, 1, "start")
     assert started["worker"] == workers.identity(first) and started["attempt"] == 1
     time.sleep(3)  # well into the 20 s job
     os.killpg(first.pid, signal.SIGKILL)
@@ -77,6 +64,17 @@ def test_sigkill_worker_mid_job_then_a_second_worker_finishes_it(
     assert starts == [(1, first.pid), (2, second.pid)]
     assert dones == [(2, second.pid)]
     assert {r["key"] for r in lines} == {job_id}  # one idempotency key across both attempts
+    tally = Tally.of(lines)
+    add_row(
+        DrillRow(
+            "kill -9 mid-job (20 s job, 5 s lease)",
+            1,
+            tally.lost({job_id}),
+            tally.duplicated(),
+            None,
+            "re-run on the second worker, same key",
+        )
+    )
 
 
 def test_worker_stops_cleanly_on_sigterm(workers: Workers) -> None:

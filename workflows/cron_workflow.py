@@ -13,9 +13,11 @@ always fed ``workflow.now()``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
@@ -51,6 +53,11 @@ NEXT_SLOTS = 5
 # Slots that came due while paused or while no worker ran are recorded one by one up to
 # this many; beyond it the cron jumps ahead and records one summary line.
 MAX_BACKLOG_RECORDS = 100
+
+
+def _drop_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def cron_search_attributes(
@@ -179,7 +186,7 @@ class CronJobWorkflow:
         job_id = f"{self.spec.id}@{cronmath.iso_utc(slot)}"
         tick = self._tick_spec(job_id, slot)
         try:
-            await workflow.start_child_workflow(
+            child = await workflow.start_child_workflow(
                 JobWorkflow.run,
                 tick,
                 id=job_id,
@@ -188,6 +195,9 @@ class CronJobWorkflow:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=start_search_attributes(tick, JobStatus.SCHEDULED),
             )
+            # The slot reports its end by signal; its result here is read only to be dropped
+            # (a cancelled slot would otherwise log "exception never retrieved").
+            child.add_done_callback(_drop_outcome)
         except WorkflowAlreadyStartedError:
             workflow.logger.error(
                 "slot %s of cron %s already has a job; not starting it twice",

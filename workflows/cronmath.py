@@ -117,7 +117,7 @@ def _offset_spread(moment: datetime, zone: ZoneInfo) -> timedelta:
     return max(known) - min(known)
 
 
-def _transition(before: datetime, after: datetime, zone: ZoneInfo) -> datetime:
+def transition_between(before: datetime, after: datetime, zone: ZoneInfo) -> datetime:
     """The first instant in (before, after] carrying ``after``'s offset (to the second)."""
     target = after.astimezone(zone).utcoffset()
     low, high = before, after
@@ -139,7 +139,7 @@ def instants(wall: datetime, zone: ZoneInfo, every_hour: bool) -> list[datetime]
     if not exists_first and not exists_second:
         # In the gap: fold=1 reads it with the offset after the jump (an earlier instant),
         # fold=0 with the one before; the transition lies between them.
-        return [_transition(min(first, second), max(first, second), zone)]
+        return [transition_between(min(first, second), max(first, second), zone)]
     if exists_first and exists_second and first != second:
         return [first, second] if every_hour else [first]
     return [first]

@@ -66,14 +66,15 @@ def start_search_attributes(spec: JobSpec, status: JobStatus) -> TypedSearchAttr
     return TypedSearchAttributes(pairs)
 
 
-def retry_policy(spec: JobSpec) -> RetryPolicy:
-    """Temporal drives the retries. The activity supplies each jittered delay itself; these
-    intervals (the same formula without jitter) apply only when an attempt times out."""
+def retry_policy(spec: JobSpec, budget: int) -> RetryPolicy:
+    """Temporal drives the retries, at most ``budget`` attempts. The activity supplies each
+    jittered delay itself; these intervals (the same formula without jitter) apply only when
+    an attempt times out."""
     return RetryPolicy(
         initial_interval=timedelta(seconds=spec.backoff_base),
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=spec.backoff_max),
-        maximum_attempts=spec.max_attempts,
+        maximum_attempts=budget,
     )
 
 
@@ -127,18 +128,10 @@ class JobWorkflow:
                 # release_request stays set (so later requests are ignored) until the next
                 # round starts and the status leaves dead in the same step.
                 action = self.release_request
+                assert action is not None
                 workflow.upsert_memo({DLQ_MEMO_KEY: None})
                 self.parked_at = None
-                await self._tell_dlq(
-                    REPORT_TO_DLQ,
-                    JobRelease(
-                        job_id=self.spec.id,
-                        action=action,
-                        applied=True,
-                        status=JobStatus.DEAD,
-                        round=self.round,
-                    ),
-                )
+                await self._report_release(action, applied=True)
                 if action == "discard":
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     raise ApplicationError(
@@ -189,6 +182,13 @@ class JobWorkflow:
         except FailureError:  # the cron is gone (cancelled or finished): nobody to tell
             workflow.logger.info("cron %s is gone; not reporting %s", parent.workflow_id, report)
 
+    async def _report_release(self, action: Literal["requeue", "discard"], applied: bool) -> None:
+        """Tell the DLQ what a requeue or discard did (the index and log follow the job)."""
+        release = JobRelease(
+            job_id=self.spec.id, action=action, applied=applied, status=self.state, round=self.round
+        )
+        await self._tell_dlq(REPORT_TO_DLQ, release)
+
     async def _tell_dlq(self, activity: str, message: DeadEntry | JobRelease) -> None:
         await workflow.execute_activity(
             activity, message, start_to_close_timeout=timedelta(seconds=30), retry_policy=DLQ_RETRY
@@ -220,29 +220,39 @@ class JobWorkflow:
     async def _run_round(self) -> bool:
         """One budget of attempts. True when the handler succeeded, False when exhausted."""
         self._set_status(JobStatus.RUNNING)
-        job = RunJobInput(spec=self.spec, round=self.round, attempt_offset=len(self.attempts))
-        try:
-            outcome = await workflow.execute_activity(
-                RUN_JOB,
-                job,
-                result_type=RunJobResult,
-                activity_id=f"round-{self.round}",
-                start_to_close_timeout=timedelta(seconds=self.spec.timeout),
-                heartbeat_timeout=timedelta(seconds=self.spec.lease),
-                retry_policy=retry_policy(self.spec),
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        first_record = len(self.attempts)
+        executions = 0
+        while True:
+            spent = sum(a.spent for a in self.attempts[first_record:])
+            job = RunJobInput(
+                spec=self.spec, round=self.round, attempt_offset=len(self.attempts), spent=spent
             )
-        except ActivityError as err:
-            if is_cancelled_exception(err):
-                raise
-            self.attempts.extend(attempts_from_failure(err, workflow.now()))
-            self.last_error = failure_message(err)
-            return False
-        self.attempts.extend(outcome.attempts)
-        if outcome.cancelled:
-            raise asyncio.CancelledError()  # the workflow was cancelled; the record is kept
-        self.result = outcome.result
-        return True
+            executions += 1
+            suffix = f"-{executions}" if executions > 1 else ""
+            try:
+                outcome = await workflow.execute_activity(
+                    RUN_JOB,
+                    job,
+                    result_type=RunJobResult,
+                    activity_id=f"round-{self.round}{suffix}",
+                    start_to_close_timeout=timedelta(seconds=self.spec.timeout),
+                    heartbeat_timeout=timedelta(seconds=self.spec.lease),
+                    retry_policy=retry_policy(self.spec, job.budget),
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+            except ActivityError as err:
+                if is_cancelled_exception(err):
+                    raise
+                self.attempts.extend(attempts_from_failure(err, workflow.now()))
+                self.last_error = failure_message(err)
+                return False
+            self.attempts.extend(outcome.attempts)
+            if outcome.cancelled:
+                raise asyncio.CancelledError()  # the workflow was cancelled; the record is kept
+            if outcome.handed_over:
+                continue  # a clean shutdown gave it back: run it again now, same budget
+            self.result = outcome.result
+            return True
 
     # -- state ---------------------------------------------------------------------------
 
@@ -339,13 +349,4 @@ class JobWorkflow:
         # answer so the DLQ's log says what happened.
         workflow.logger.warning("%s ignored: job %s is %s", action, self.spec.id, self.state)
         if source == DLQ_WORKFLOW_ID:
-            await self._tell_dlq(
-                REPORT_TO_DLQ,
-                JobRelease(
-                    job_id=self.spec.id,
-                    action=action,
-                    applied=False,
-                    status=self.state,
-                    round=self.round,
-                ),
-            )
+            await self._report_release(action, applied=False)

@@ -39,6 +39,7 @@ SEARCH_ATTRIBUTES = (JOB_STATUS, JOB_NAME, JOB_HANDLER, JOB_RUN_AT)
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_AHEAD = timedelta(days=3653)  # 10 years, leap days included
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
+HANDLER_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 # A cron tick's id is "<cron id>@<slot>", the slot in UTC with seconds precision.
 TICK_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,178}@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"
 # A cron's id (and idempotency key) leaves room for "@<slot>" (21 characters) within 200.
@@ -90,7 +91,7 @@ class JobSpec(BaseModel):
 
     id: str = Field(default="", description="Job id and workflow id; `job-<uuid4>` if empty.")
     name: str = Field(min_length=1, max_length=200)
-    handler: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    handler: str = Field(min_length=1, max_length=200, pattern=HANDLER_PATTERN)
     payload: dict[str, Any] = Field(default_factory=dict)
     run_at: datetime | None = None
     delay: Seconds | None = None
@@ -216,14 +217,22 @@ class AttemptRecord(BaseModel):
     started_at: datetime
     ended_at: datetime | None = None
     worker: str = ""
-    outcome: Literal["running", "succeeded", "failed", "lost", "cancelled"] = "running"
+    # handed_over: a worker shutting down cleanly gave the attempt back; it costs no budget.
+    outcome: Literal["running", "succeeded", "failed", "lost", "cancelled", "handed_over"] = (
+        "running"
+    )
     error: str | None = None
     error_type: str | None = None
     retry_delay: float | None = None  # seconds chosen by the backoff formula, if retried
 
+    @property
+    def spent(self) -> bool:
+        """Whether this attempt used up one of the round's ``max_attempts``."""
+        return self.outcome != "handed_over"
+
     def close(
         self,
-        outcome: Literal["succeeded", "failed", "lost", "cancelled"],
+        outcome: Literal["succeeded", "failed", "lost", "cancelled", "handed_over"],
         ended_at: datetime,
         error: str | None = None,
         error_type: str | None = None,
@@ -257,13 +266,20 @@ class RunJobInput(BaseModel):
 
     spec: JobSpec
     round: int = 1
-    attempt_offset: int = 0  # attempts spent in earlier rounds
+    attempt_offset: int = 0  # attempt records so far (numbering continues from here)
+    spent: int = 0  # attempts of this round already used (before a handover)
+
+    @property
+    def budget(self) -> int:
+        """Attempts this activity may still make: the round's max minus those spent."""
+        return self.spec.max_attempts - self.spent
 
 
 class RunJobResult(BaseModel):
     attempts: list[AttemptRecord]
     result: Any = None
     cancelled: bool = False  # the attempt stopped because the job was cancelled
+    handed_over: bool = False  # the worker shut down cleanly: run it elsewhere, no cost
 
 
 class PauseRequest(BaseModel):

@@ -1,0 +1,90 @@
+"""Shared pieces of the failure drills: sizes, records, and the one-screen report.
+
+``JOBS_DRILL_SIZE=full`` (what ``bash scripts/drill`` sets) runs every drill at the size its
+issue names; the default ``ci`` size keeps the whole suite inside CI's time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FULL = os.environ.get("JOBS_DRILL_SIZE", "ci") == "full"
+
+
+def size(ci: int, full: int) -> int:
+    return full if FULL else ci
+
+
+@dataclass
+class DrillRow:
+    drill: str
+    jobs: int
+    lost: int
+    duplicated: int  # keys executed more than once
+    max_lag: float | None  # seconds, where the drill measures it
+    note: str = ""
+
+
+REPORT: list[DrillRow] = []
+
+
+def add_row(row: DrillRow) -> None:
+    REPORT.append(row)
+    print(f"\n[drill] {row}")
+
+
+def render_report() -> str:
+    header = f"{'drill':<34} {'jobs':>6} {'lost':>5} {'dup':>5} {'max lag':>9}  note"
+    lines = [header, "-" * len(header)]
+    for row in REPORT:
+        lag = f"{row.max_lag:8.2f}s" if row.max_lag is not None else f"{'-':>9}"
+        lines.append(
+            f"{row.drill:<34} {row.jobs:>6} {row.lost:>5} {row.duplicated:>5} {lag}  {row.note}"
+        )
+    return "\n".join(lines)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def wait_for_records(
+    path: Path, count: int, event: str | None = None, timeout: float = 60
+) -> list[dict[str, Any]]:
+    """Until ``count`` lines (of ``event``, if given) are in the record file."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = [r for r in read_records(path) if event is None or r["event"] == event]
+        if len(records) >= count:
+            return records
+        assert time.monotonic() < deadline, f"{len(records)} of {count} records after {timeout}s"
+        time.sleep(0.2)
+
+
+@dataclass
+class Tally:
+    """Per-key counts from a record file."""
+
+    starts: Counter[str]
+    dones: Counter[str]
+
+    @classmethod
+    def of(cls, records: list[dict[str, Any]]) -> Tally:
+        return cls(
+            Counter(r["key"] for r in records if r["event"] == "start"),
+            Counter(r["key"] for r in records if r["event"] == "done"),
+        )
+
+    def lost(self, keys: set[str]) -> int:
+        return sum(1 for key in keys if self.dones[key] == 0)
+
+    def duplicated(self) -> int:
+        return sum(1 for count in self.starts.values() if count > 1)

@@ -1,0 +1,151 @@
+"""Record the workflow histories the replay tests check (``tests/histories/*.json``).
+
+    python -m tests.record_histories
+
+Runs each scenario on a fresh dev server with an in-process worker and saves every workflow's
+history. Re-record only on purpose: the point of the committed files is that a code change
+which would break workflows already running fails CI (``tests/test_replay.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+
+from activities.registry import load_handlers
+from bench.common import fresh_server
+from starter import operations
+from tests.conftest import running_worker
+from workflows.cron_workflow import CronJobWorkflow
+from workflows.models import (
+    DLQ_WORKFLOW_ID,
+    REGISTRY_WORKFLOW_ID,
+    CronInput,
+    CronReport,
+    JobStatus,
+    WorkerHandlers,
+    parse_spec,
+)
+from workflows.registry_workflow import HandlerRegistryWorkflow
+
+HISTORIES = Path(__file__).resolve().parent / "histories"
+QUEUE = "record-histories"
+
+
+async def wait_status(client: Client, job_id: str, status: JobStatus) -> None:
+    async with asyncio.timeout(60):
+        while (await operations.status(client, job_id)).status != status:
+            await asyncio.sleep(0.2)
+
+
+async def save(handle: WorkflowHandle[Any, Any], name: str) -> None:
+    history = await handle.fetch_history()
+    (HISTORIES / f"{name}.json").write_text(history.to_json())
+    print(f"saved {name}: {len(history.events)} events")
+
+
+async def record(client: Client) -> None:
+    handlers = load_handlers().names()
+    schedule = operations.schedule
+
+    retried = await schedule(
+        client,
+        {
+            "id": "h-retries",
+            "name": "retries",
+            "handler": "demo.sleep",
+            "payload": {"seconds": 0, "fail_times": 2},
+            "delay": 0,
+            "backoff_base": 0.2,
+        },
+        handlers,
+    )
+    controlled = await schedule(
+        client, {"id": "h-controls", "name": "controls", "handler": "log", "delay": "1h"}, handlers
+    )
+    await operations.pause(client, controlled.job_id)
+    await operations.resume(client, controlled.job_id)
+    await operations.trigger(client, controlled.job_id)
+    cancelled = await schedule(
+        client,
+        {
+            "id": "h-cancelled",
+            "name": "cancel",
+            "handler": "demo.sleep",
+            "payload": {"seconds": 30},
+            "delay": 0,
+            "lease": 2,
+        },
+        handlers,
+    )
+    await wait_status(client, cancelled.job_id, JobStatus.RUNNING)
+    await operations.cancel(client, cancelled.job_id)
+    dead = await schedule(
+        client,
+        {
+            "id": "h-dlq",
+            "name": "poison",
+            "handler": "demo.sleep",
+            "payload": {"seconds": 0, "fail_times": 1, "permanent": True},
+            "delay": 0,
+        },
+        handlers,
+    )
+    await wait_status(client, dead.job_id, JobStatus.DEAD)
+    await client.get_workflow_handle(DLQ_WORKFLOW_ID).signal("requeue", dead.job_id)
+    for job_id in (retried.job_id, controlled.job_id, dead.job_id):
+        await wait_status(client, job_id, JobStatus.DONE)
+    await wait_status(client, cancelled.job_id, JobStatus.CANCELLED)
+
+    now = datetime.now(UTC)
+    spec = parse_spec(
+        {"name": "every second", "handler": "log", "cron": "* * * * * *", "overlap": "allow_all"},
+        now,
+        new_id="h-cron",
+    )
+    cron = await client.start_workflow(
+        CronJobWorkflow.run, CronInput(spec=spec, event_budget=80), id=spec.id, task_queue=QUEUE
+    )
+    async with asyncio.timeout(60):
+        while True:
+            status = await operations.status(client, spec.id)
+            assert isinstance(status, CronReport)
+            if status.generation >= 2:
+                break
+            await asyncio.sleep(0.5)
+    await operations.pause(client, spec.id)
+    await client.start_workflow(
+        HandlerRegistryWorkflow.run,
+        [],
+        id=REGISTRY_WORKFLOW_ID,
+        task_queue=QUEUE,
+        start_signal="publish",
+        start_signal_args=[WorkerHandlers(worker="recorder", handlers=handlers, published_at=now)],
+    )
+    await asyncio.sleep(1)
+
+    for job_id in (retried.job_id, controlled.job_id, cancelled.job_id, dead.job_id):
+        await save(client.get_workflow_handle(job_id), job_id)
+    await save(client.get_workflow_handle(DLQ_WORKFLOW_ID), "h-dead-letter-queue")
+    await save(client.get_workflow_handle(REGISTRY_WORKFLOW_ID), "h-handler-registry")
+    info = (await cron.describe()).raw_description.workflow_execution_info
+    await save(client.get_workflow_handle(spec.id, run_id=info.first_run_id), "h-cron-run1")
+    await save(cron, "h-cron-current")
+    async for child in client.list_workflows(f'WorkflowId STARTS_WITH "{spec.id}@"', limit=1):
+        await save(client.get_workflow_handle(child.id), "h-cron-slot")
+
+
+async def main() -> None:
+    HISTORIES.mkdir(exist_ok=True)
+    os.environ["JOBS_TASK_QUEUE"] = QUEUE
+    async with fresh_server() as (_, client), running_worker(client, QUEUE):
+        await record(client)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,386 @@
+"""Failure drills under load, against real processes: a dev server on its SQLite file and
+``jobs worker`` subprocesses. Each drill prints a report row (see tests/drills.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import statistics
+import time
+import uuid
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from activities.registry import load_handlers
+from starter import operations
+from starter.devserver import DevServer
+from tests.drills import DrillRow, Tally, add_row, read_records, size, wait_for_records
+from tests.httpserver import serve
+from tests.processes import Workers, cli_env
+from tests.sqlite_fixtures import sqlite_dev_client, sqlite_dev_server  # noqa: F401
+from workflows.backoff import retry_delay_bounds
+from workflows.models import JobReport, JobStatus
+
+pytestmark = [pytest.mark.devserver, pytest.mark.drill]
+
+HANDLERS = load_handlers("tests.handlers").names()
+
+
+async def schedule_all(client: Client, specs: list[dict[str, Any]], concurrency: int = 20) -> None:
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(spec: dict[str, Any]) -> None:
+        async with limit:
+            await operations.schedule(client, spec, HANDLERS)
+
+    await asyncio.gather(*(one(spec) for spec in specs))
+
+
+def record_spec(job_id: str, path: Path, **fields: Any) -> dict[str, Any]:
+    payload = {"path": str(path), **fields.pop("payload", {})}
+    return {
+        "id": job_id,
+        "name": "drill",
+        "handler": "test.record",
+        "payload": payload,
+        "delay": 0,
+        **fields,
+    }
+
+
+def lags(records: list[dict[str, Any]]) -> list[float]:
+    """Fire lag of each key's first execution: handler start minus scheduled time."""
+    first: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r["event"] == "start" and r["key"] not in first:
+            first[r["key"]] = r
+    return [r["at"] - r["scheduled_at"] for r in first.values()]
+
+
+@pytest.fixture
+def queue_env(cli: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """In-process scheduling goes to the same task queue as the worker subprocesses."""
+    monkeypatch.setenv("JOBS_TASK_QUEUE", cli["JOBS_TASK_QUEUE"])
+    return cli
+
+
+async def test_drill_worker_sigkill_under_load(
+    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+) -> None:
+    count = 50
+    records = tmp_path / "records.jsonl"
+    doomed, survivor = workers.start(), workers.start()
+    ids = {f"load-{uuid.uuid4().hex[:6]}-{i}" for i in range(count)}
+    await schedule_all(
+        dev_client, [record_spec(i, records, lease=3, payload={"seconds": 10}) for i in ids]
+    )
+    wait_for_records(records, count, "start")
+    await asyncio.sleep(3)  # every job is mid-run
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.wait()
+    final = wait_for_records(records, count, "done", timeout=120)
+    await asyncio.sleep(1)  # anything still to land would show up as a duplicate
+    final = read_records(records)
+
+    tally = Tally.of(final)
+    first_pid: dict[str, int] = {}
+    for r in final:
+        if r["event"] == "start":
+            first_pid.setdefault(r["key"], r["pid"])
+    on_doomed = {key for key, pid in first_pid.items() if pid == doomed.pid}
+    rerun = {key for key, n in tally.starts.items() if n > 1}
+    add_row(
+        DrillRow(
+            "worker SIGKILL under load",
+            count,
+            tally.lost(ids),
+            len(rerun),
+            max(lags(final)),
+            f"{len(on_doomed)} jobs were on the killed worker",
+        )
+    )
+    assert on_doomed and len(on_doomed) < count  # both workers had work: the drill bites
+    assert all(tally.dones[key] == 1 for key in ids)  # completions per key exactly 1
+    assert all(tally.starts[key] <= 2 for key in ids)  # executions per key at most 2
+    assert rerun <= on_doomed  # re-execution only for jobs that were on the killed worker
+    assert {r["pid"] for r in final if r["event"] == "done"} == {survivor.pid}
+
+
+async def test_drill_server_sigkill_and_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = size(ci=200, full=500)
+    queue = f"restart-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("JOBS_TASK_QUEUE", queue)
+    records = tmp_path / "records.jsonl"
+    server = DevServer(db_file=tmp_path / "temporal.db")
+    client = await server.start()
+    workers = Workers(cli_env(server.address, queue), tmp_path)
+    try:
+        workers.start()
+        t0 = time.time() + 2  # scheduling itself takes a moment
+        ids = [f"restart-{i}" for i in range(count)]
+        await schedule_all(
+            client,
+            [
+                {
+                    **record_spec(job_id, records, lease=5),
+                    "delay": None,
+                    "run_at": datetime_from(t0 + 10 + 30 * i / count),
+                }
+                for i, job_id in enumerate(ids)
+            ],
+        )
+        await asyncio.sleep(t0 + 15 - time.time())
+        server.kill()
+        killed_at = time.time()
+        await asyncio.sleep(t0 + 28 - time.time())  # down across run_at times 15 s .. 28 s
+        client = await server.start()
+        back_at = time.time()
+        final = wait_for_records(records, count, "done", timeout=180)
+        await asyncio.sleep(1)
+        final = read_records(records)
+    finally:
+        workers.stop_all()
+        server.stop()
+
+    tally = Tally.of(final)
+    starts = [r for r in final if r["event"] == "start"]
+    early = [r for r in starts if r["at"] < r["scheduled_at"]]
+    outage = [r for r in starts if killed_at <= r["scheduled_at"] <= back_at]
+    after_restart = [r["at"] - back_at for r in outage]
+    add_row(
+        DrillRow(
+            "server SIGKILL + restart",
+            count,
+            tally.lost(set(ids)),
+            tally.duplicated(),
+            max(after_restart),
+            f"{len(outage)} due while down; down "
+            f"{back_at - killed_at:.0f}s; max lag counted from restart",
+        )
+    )
+    assert all(tally.dones[key] == 1 for key in ids)  # every job done, exactly once
+    assert all(tally.starts[key] <= 2 for key in ids)  # at-least-once: at most one re-run
+    assert not early  # none fires before its time
+    assert len(outage) > count // 4  # the outage really covered many run_at times
+    assert max(after_restart) < 30  # the ones due during the outage fire promptly after
+
+
+def datetime_from(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+async def test_drill_graceful_shutdown_hands_over_without_spending_an_attempt(
+    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+) -> None:
+    records = tmp_path / "records.jsonl"
+    leaving = workers.start("--shutdown-grace", "4", "--max-concurrent-jobs", "8")
+    tag = uuid.uuid4().hex[:6]
+    short = [f"short-{tag}-{i}" for i in range(4)]
+    long = [f"long-{tag}-{i}" for i in range(4)]
+    late = [f"late-{tag}-{i}" for i in range(4)]
+    await schedule_all(
+        dev_client,
+        [record_spec(i, records, lease=5, payload={"seconds": 1.5}) for i in short]
+        + [record_spec(i, records, lease=5, max_attempts=1, payload={"seconds": 30}) for i in long],
+    )
+    wait_for_records(records, 8, "start")
+    leaving.send_signal(signal.SIGTERM)
+    stopped_at = time.monotonic()
+    await asyncio.sleep(1)
+    await schedule_all(dev_client, [record_spec(i, records, lease=5) for i in late])
+    await asyncio.sleep(1)
+    staying = workers.start()
+    assert await asyncio.to_thread(leaving.wait, 30) == 0
+    exit_after = time.monotonic() - stopped_at
+    final = wait_for_records(records, 12, "done", timeout=90)
+    final = read_records(records)
+
+    by_key: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for r in final:
+        by_key[r["key"]].append((r["event"], r["pid"]))
+    for key in short:  # finished within the grace period, where they started
+        assert by_key[key] == [("start", leaving.pid), ("done", leaving.pid)], by_key[key]
+    for key in late:  # the leaving worker took no new work
+        assert by_key[key] == [("start", staying.pid), ("done", staying.pid)], by_key[key]
+    for key in long:  # handed over at the end of the grace period, at no cost
+        assert by_key[key] == [
+            ("start", leaving.pid),
+            ("start", staying.pid),
+            ("done", staying.pid),
+        ], by_key[key]
+        status = await operations.status(dev_client, key)
+        assert isinstance(status, JobReport) and status.status == JobStatus.DONE
+        assert [a.outcome for a in status.attempts] == ["handed_over", "succeeded"]
+    add_row(
+        DrillRow(
+            "graceful shutdown (SIGTERM)",
+            12,
+            0,
+            4,
+            None,
+            f"4 finished in grace, 4 handed over (max_attempts=1 kept), 4 new went "
+            f"elsewhere; worker exited {exit_after:.1f}s after SIGTERM",
+        )
+    )
+
+
+async def test_drill_long_cpu_bound_job_with_a_short_lease_runs_once(
+    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+) -> None:
+    records = tmp_path / "records.jsonl"
+    workers.start()
+    job_id = f"spin-{uuid.uuid4().hex[:6]}"
+    await schedule_all(
+        dev_client,
+        [
+            record_spec(
+                job_id, records, lease=1, max_attempts=3, payload={"seconds": 5, "spin": True}
+            )
+        ],
+    )
+    wait_for_records(records, 1, "done", timeout=60)
+    status = await operations.status(dev_client, job_id)
+    tally = Tally.of(read_records(records))
+    add_row(
+        DrillRow(
+            "long CPU-bound job, lease 1/5 of it",
+            1,
+            tally.lost({job_id}),
+            tally.duplicated(),
+            None,
+            "sync handler in a thread, heartbeats kept",
+        )
+    )
+    assert tally.starts[job_id] == 1 and tally.dones[job_id] == 1
+    assert isinstance(status, JobReport)
+    assert [a.outcome for a in status.attempts] == ["succeeded"]
+
+
+async def test_drill_herd_due_in_the_same_second(
+    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+) -> None:
+    count = size(ci=500, full=2000)
+    records = tmp_path / "records.jsonl"
+    workers.start("--max-concurrent-jobs", "200")
+    due = time.time() + 5 + count / 100  # room to schedule them all first
+    tag = uuid.uuid4().hex[:6]
+    ids = [f"herd-{tag}-{i}" for i in range(count)]
+    await schedule_all(
+        dev_client,
+        [{**record_spec(i, records), "delay": None, "run_at": datetime_from(due)} for i in ids],
+    )
+    assert time.time() < due, "scheduling took longer than the lead time"
+    wait_for_records(records, count, "done", timeout=300)
+    final = read_records(records)
+    tally = Tally.of(final)
+    fire = sorted(lags(final))
+    drain = max(r["at"] for r in final if r["event"] == "done") - due
+    add_row(
+        DrillRow(
+            f"herd: {count} due in one second",
+            count,
+            tally.lost(set(ids)),
+            tally.duplicated(),
+            fire[-1],
+            f"fire lag p50 {statistics.median(fire):.2f}s "
+            f"p99 {fire[int(len(fire) * 0.99) - 1]:.2f}s; drained in {drain:.1f}s",
+        )
+    )
+    assert all(tally.dones[key] == 1 for key in ids)
+    assert fire[0] >= 0  # none early
+
+
+async def test_drill_retry_storm_against_a_recovering_endpoint(
+    dev_client: Client, queue_env: dict[str, str], workers: Workers
+) -> None:
+    count = size(ci=200, full=500)
+    base, jitter = 1.0, 0.3
+    workers.start("--max-concurrent-jobs", "200")
+    tag = uuid.uuid4().hex[:6]
+    ids = [f"storm-{tag}-{i}" for i in range(count)]
+    with serve() as endpoint:
+        endpoint.recover_at = time.monotonic() + 20
+        recover_wall = time.time() + 20
+        await schedule_all(
+            dev_client,
+            [
+                {
+                    "id": i,
+                    "name": "storm",
+                    "handler": "http.post",
+                    "delay": 0,
+                    "max_attempts": 8,
+                    "backoff_base": base,
+                    "jitter": jitter,
+                    "payload": {"url": f"{endpoint.url}/flaky"},
+                }
+                for i in ids
+            ],
+        )
+        deadline = time.monotonic() + 120
+        while sum(1 for hit in endpoint.hits if hit.status == 200) < count:
+            assert time.monotonic() < deadline, "not every job got through"
+            await asyncio.sleep(0.5)
+        hits = list(endpoint.hits)
+    by_key: dict[str | None, list[Any]] = defaultdict(list)
+    for hit in hits:
+        by_key[hit.key].append(hit)
+    for key in ids:  # failed while the endpoint was down, got through once it was back
+        mine = sorted(by_key[key], key=lambda h: h.at)
+        assert [h.status for h in mine] == [503] * (len(mine) - 1) + [200], key
+        assert mine[-1].at >= recover_wall - 0.5
+        assert len(mine) == 1 or mine[-2].at < recover_wall + 0.5
+    # Under a big herd some first attempts only start after the endpoint recovered; most
+    # jobs must still have gone through the storm for the drill to mean anything.
+    stormed = sum(1 for key in ids if len(by_key[key]) > 1)
+    assert stormed >= 0.8 * count, stormed
+
+    limit = asyncio.Semaphore(20)
+
+    async def status_of(job_id: str) -> JobReport:
+        async with limit:
+            result = await operations.status(dev_client, job_id)
+        assert isinstance(result, JobReport) and result.status == JobStatus.DONE
+        return result
+
+    reports = await asyncio.gather(*(status_of(i) for i in ids))
+    delays: dict[int, list[float]] = defaultdict(list)
+    for job in reports:
+        assert len(job.attempts) == len(by_key[job.job_id])  # one attempt per request seen
+        for n, (a, b) in enumerate(itertools.pairwise(job.attempts), start=1):
+            low, high = retry_delay_bounds(n, base, 300, jitter)
+            assert a.retry_delay is not None and low <= a.retry_delay <= high, (job.job_id, n)
+            # The server never starts the next attempt before the formula's delay.
+            assert (b.started_at - a.started_at).total_seconds() >= a.retry_delay, (job.job_id, n)
+            delays[n].append(a.retry_delay)
+    attempts = [len(job.attempts) for job in reports]
+    assert len(delays[1]) == stormed
+    checked = []
+    for n in (1, 2, 3):  # spread by jitter across the herd, not identical
+        if len(delays[n]) >= 30:  # later retries happen to fewer jobs under a big herd
+            low, high = retry_delay_bounds(n, base, 300, jitter)
+            assert max(delays[n]) - min(delays[n]) > 0.6 * (high - low), n
+            checked.append(n)
+    assert checked[:2] == [1, 2]
+    add_row(
+        DrillRow(
+            "retry storm (503 for 20 s)",
+            count,
+            0,
+            0,
+            None,
+            f"{stormed} hit the 503s; attempts per job {min(attempts)}-{max(attempts)}; "
+            f"every delay inside "
+            f"the jitter bounds; 2nd delay spread {max(delays[2]) - min(delays[2]):.2f}s "
+            f"of {jitter * 2:.2f}s possible",
+        )
+    )
