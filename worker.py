@@ -4,6 +4,8 @@ Run any number of them (``python worker.py`` or ``jobs worker``). Settings come 
 the environment:
 
 * ``JOBS_MAX_CONCURRENT_JOBS`` (default 100): attempts one worker runs at once.
+* ``JOBS_PREFETCH`` (default 2000): attempts a worker may hold beyond those, waiting for their
+  run_at (jobs are dispatched up to 30 s early) or for a free handler slot.
 * ``JOBS_RATE_LIMIT`` (default unlimited): attempts per second across the whole task queue,
   enforced by the server (``max_task_queue_activities_per_second``), the lever for a herd.
 * ``JOBS_SHUTDOWN_GRACE`` (default 30s): on SIGTERM or SIGINT the worker stops polling and
@@ -66,6 +68,7 @@ class WorkerSettings:
     max_concurrent_jobs: int = field(
         default_factory=lambda: int(os.environ.get("JOBS_MAX_CONCURRENT_JOBS", "100"))
     )
+    prefetch: int = field(default_factory=lambda: int(os.environ.get("JOBS_PREFETCH", "2000")))
     rate_limit: float | None = field(default_factory=lambda: _env_float("JOBS_RATE_LIMIT"))
     shutdown_grace: float = field(default_factory=lambda: _env_float("JOBS_SHUTDOWN_GRACE") or 30.0)
     identity: str = field(default_factory=lambda: f"{os.getpid()}@{socket.gethostname()}")
@@ -78,28 +81,42 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     )
 
 
+@dataclass
+class JobWorker:
+    """A worker for the job task queue with what it owns: the thread pool its sync handlers
+    run in and its activities (whose server-liveness check runs in the background)."""
+
+    worker: Worker
+    executor: ThreadPoolExecutor
+    activities: JobActivities
+
+    def close(self) -> None:
+        self.activities.liveness.stop()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
 def build_worker(
     client: Client, settings: WorkerSettings, registry: HandlerRegistry | None = None
-) -> tuple[Worker, ThreadPoolExecutor]:
-    """A worker for the job task queue, and the thread pool its sync handlers run in."""
+) -> JobWorker:
     registry = registry or load_handlers(settings.handler_modules)
     executor = ThreadPoolExecutor(
         max_workers=settings.max_concurrent_jobs, thread_name_prefix="job-handler"
     )
-    jobs = JobActivities(registry, executor, settings.identity)
+    jobs = JobActivities(registry, executor, settings.identity, settings.max_concurrent_jobs)
     alerts = AlertActivities(notifier_from_env())
     worker = Worker(
         client,
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
         activities=[jobs.run_job, park_in_dlq, report_to_dlq, alerts.notify_dead_jobs],
-        max_concurrent_activities=settings.max_concurrent_jobs,
+        # Attempts waiting for their run_at hold no handler slot (see JobActivities).
+        max_concurrent_activities=settings.max_concurrent_jobs + settings.prefetch,
         max_task_queue_activities_per_second=settings.rate_limit,
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace),
         identity=settings.identity,
         workflow_runner=sandbox_runner(),
     )
-    return worker, executor
+    return JobWorker(worker, executor, jobs)
 
 
 async def publish_handlers(
@@ -124,11 +141,11 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
     """Publish this worker's handlers, then run until SIGTERM/SIGINT and shut down gracefully."""
     client = client or await connect()
     registry = load_handlers(settings.handler_modules)
-    worker, executor = build_worker(client, settings, registry)
+    job_worker = build_worker(client, settings, registry)
     await publish_handlers(client, settings, registry)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(worker.shutdown()))
+        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(job_worker.worker.shutdown()))
     log.info(
         "worker %s polling task queue %r (max %d concurrent jobs)",
         settings.identity,
@@ -136,9 +153,9 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
         settings.max_concurrent_jobs,
     )
     try:
-        await worker.run()
+        await job_worker.worker.run()
     finally:
-        executor.shutdown(wait=False, cancel_futures=True)
+        job_worker.close()
         log.info("worker %s stopped", settings.identity)
 
 

@@ -4,6 +4,17 @@ The heartbeat timeout is the lease. Heartbeats flow from the event loop while th
 (a thread for sync handlers), so a busy handler keeps its lease and a dead worker loses it.
 The round's attempt log travels in the heartbeat details, which Temporal hands to the next
 attempt, so every attempt's start, end, worker and error survive worker crashes.
+
+Pre-dispatch: a job reaches a worker up to its ``dispatch_lead`` (30 s) before run_at (each
+job at its own moment, so a herd due in one second costs the server its work spread over half
+a minute). The activity then waits in the worker, heartbeating, until run_at by the server's
+clock (its start time as the server stamped it, plus local monotonic time), checks once that
+the job was not paused or cancelled meanwhile, and starts the handler on time.
+
+Budget: Temporal's RetryPolicy allows the round's attempts plus a few in reserve, and this
+activity counts the attempts that reached the handler, refusing to run past ``max_attempts``.
+An attempt lost while it was only waiting (its worker died before run_at) therefore costs
+nothing, and one lost mid-handler counts as spent.
 """
 
 from __future__ import annotations
@@ -15,15 +26,24 @@ import logging
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from temporalio import activity
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.registry import HandlerRegistry, JobContext, PermanentError
 from workflows.backoff import base_delay, retry_delay
-from workflows.models import AttemptRecord, HeartbeatState, RunJobInput, RunJobResult
+from workflows.models import (
+    JOB_STATUS,
+    AttemptRecord,
+    HeartbeatState,
+    JobStatus,
+    RunJobInput,
+    RunJobResult,
+)
 
 Outcome = Literal["succeeded", "failed", "cancelled", "handed_over"]
 
@@ -33,6 +53,16 @@ log = logging.getLogger("jobs.run_job")
 BENIGN = ApplicationErrorCategory.BENIGN
 # Sync handlers that ignore ctx.cancelled get this long to notice before we give up on them.
 CANCEL_GRACE_SECONDS = 5.0
+# A pre-dispatched attempt checks, this many seconds before run_at (plus a random spread so a
+# herd does not check at once), that the job still wants to run. Pause refuses to act later
+# than CONTROL_CUTOFF before run_at (see JobWorkflow), so the check always sees it.
+GO_CHECK_AHEAD = 3.0
+GO_CHECK_SPREAD = 6.0
+GO_CHECK_TIMEOUT = 10.0
+# The worker pings the server this often; a handler due to start when the last good answer is
+# older than LIVENESS_WINDOW waits for the server (see ServerLiveness).
+LIVENESS_PING = 0.25
+LIVENESS_WINDOW = 1.0
 
 
 class CancelledByRequest(Exception):
@@ -41,6 +71,10 @@ class CancelledByRequest(Exception):
 
 class HandedOver(Exception):
     """Recorded as the error of an attempt given back by a worker shutting down cleanly."""
+
+
+class AttemptTimeout(Exception):
+    """The handler ran past the job's ``timeout``."""
 
 
 class UnknownHandlerError(PermanentError):
@@ -57,9 +91,7 @@ def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
         spec = job.spec
         # The server scheduled this attempt one RetryPolicy interval after the loss.
         lost_at = info.current_attempt_scheduled_time - timedelta(
-            seconds=base_delay(
-                max(job.spent + info.attempt - 1, 1), spec.backoff_base, spec.backoff_max
-            )
+            seconds=base_delay(max(info.attempt - 1, 1), spec.backoff_base, spec.backoff_max)
         )
         ran_for = (lost_at - state.attempts[-1].started_at).total_seconds()
         if ran_for >= spec.timeout:
@@ -75,24 +107,173 @@ def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
     return state
 
 
-class JobActivities:
-    """Activities bound to a handler registry and the thread pool for sync handlers."""
+class ServerClock:
+    """The server's time as this attempt knows it: the start the server stamped on the attempt,
+    advanced by local monotonic time (immune to the worker's wall clock)."""
 
-    def __init__(self, registry: HandlerRegistry, executor: ThreadPoolExecutor, worker: str):
+    def __init__(self, started: datetime):
+        self.started = started
+        self.origin = time.monotonic()
+
+    def now(self) -> datetime:
+        return self.started + timedelta(seconds=time.monotonic() - self.origin)
+
+
+async def sleep_heartbeating(seconds: float, state: HeartbeatState, lease: float) -> None:
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        await asyncio.sleep(min(left, lease / 3))
+        activity.heartbeat(state)
+
+
+class ServerLiveness:
+    """Whether the server answered lately: one cheap health check per worker per LIVENESS_PING,
+    whatever the number of jobs. A dispatched job does not start its handler while the server
+    is silent, since its outcome could not be recorded and the job would run again."""
+
+    def __init__(self) -> None:
+        self.last_ok = time.monotonic()
+        self.task: asyncio.Task[None] | None = None
+
+    def watch(self, client: Client) -> None:
+        if self.task is None:
+            self.task = asyncio.create_task(self._ping(client), name="server-liveness")
+
+    async def _ping(self, client: Client) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.service_client.check_health(), LIVENESS_PING * 4)
+                self.last_ok = time.monotonic()
+            await asyncio.sleep(LIVENESS_PING)
+
+    def silent(self) -> bool:
+        return time.monotonic() - self.last_ok > LIVENESS_WINDOW
+
+    async def wait_until_heard(self) -> None:
+        while self.silent():
+            await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+
+class JobActivities:
+    """Activities bound to a handler registry, the thread pool for sync handlers and the
+    worker's handler slots (attempts waiting for their time do not hold a slot)."""
+
+    def __init__(
+        self,
+        registry: HandlerRegistry,
+        executor: ThreadPoolExecutor,
+        worker: str,
+        max_concurrent_jobs: int,
+    ):
         self.registry = registry
         self.executor = executor
         self.worker = worker
+        self.slots = asyncio.Semaphore(max_concurrent_jobs)
+        self.liveness = ServerLiveness()
 
     @activity.defn(name="run_job")
     async def run_job(self, job: RunJobInput) -> RunJobResult:
         info = activity.info()
-        spec = job.spec
         state = previous_attempts(info, job)
+        spent = job.spent + sum(a.spent for a in state.attempts)
+        if spent >= job.spec.max_attempts:  # the last attempt was lost mid-handler
+            raise ApplicationError(
+                f"all {job.spec.max_attempts} attempts used; the last one was lost",
+                state,
+                type="AttemptsExhausted",
+                non_retryable=True,
+                category=BENIGN,
+            )
+        clock = ServerClock(info.started_time)
+        activity.heartbeat(state)
+        if job.not_before is not None:
+            self.liveness.watch(activity.client())
+            early = await self._wait_for_run_at(job.not_before, clock, state, job.spec.lease)
+            if early is not None:
+                return early
+        async with self.slots:
+            return await self._attempt(job, state, spent + 1, clock)
+
+    async def _wait_for_run_at(
+        self, run_at: datetime, clock: ServerClock, state: HeartbeatState, lease: float
+    ) -> RunJobResult | None:
+        """Wait (heartbeating) until run_at; a result instead if the job no longer wants to run."""
+        try:
+            ahead = GO_CHECK_AHEAD + random.uniform(0, GO_CHECK_SPREAD)
+            until_check = (run_at - clock.now()).total_seconds() - ahead
+            if until_check > 0:
+                await sleep_heartbeating(until_check, state, lease)
+                verdict = await self._still_wanted()
+                if verdict is not None:
+                    return RunJobResult(attempts=state.attempts, **{verdict: True})
+            await sleep_heartbeating((run_at - clock.now()).total_seconds(), state, lease)
+            if self.liveness.silent():  # the server went quiet: start only once it hears us
+                log.warning(
+                    "job %s: server silent at run_at; waiting for it", activity.info().workflow_id
+                )
+                await self.liveness.wait_until_heard()
+                verdict = await self._still_wanted()  # it may have moved on meanwhile
+                if verdict is not None:
+                    return RunJobResult(attempts=state.attempts, **{verdict: True})
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            if details is not None and details.cancel_requested:
+                return RunJobResult(attempts=state.attempts, cancelled=True)
+            if details is not None and details.worker_shutdown:
+                return RunJobResult(attempts=state.attempts, handed_over=True)
+            raise
+        return None
+
+    async def _still_wanted(self) -> Literal["withdrawn", "cancelled", "handed_over"] | None:
+        """One look at the job before run_at: paused or cancelled meanwhile, or is this attempt
+        no longer the current one? (Cancellation also arrives through heartbeats, but those are
+        throttled to 80% of the lease.) While the server cannot be reached the handler does not
+        start: its outcome could not be recorded, and the server would run it again."""
+        info = activity.info()
+        assert info.workflow_id is not None
+        handle = activity.client().get_workflow_handle(
+            info.workflow_id, run_id=info.workflow_run_id
+        )
+        delay = 0.5
+        while True:
+            try:
+                desc = await asyncio.wait_for(handle.describe(), GO_CHECK_TIMEOUT)
+                break
+            except Exception as err:  # unreachable or overloaded: ask again
+                log.warning("job %s: pre-start check failed (%s); retrying", info.workflow_id, err)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        mine = [
+            p for p in desc.raw_description.pending_activities if p.activity_id == info.activity_id
+        ]
+        if not mine or mine[0].attempt != info.attempt:
+            # The server moved on (it timed this attempt out while it could not hear from us):
+            # another attempt runs the job; this one must not. Nothing it returns is recorded.
+            return "handed_over"
+        if mine[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED:
+            return "cancelled"
+        status = desc.typed_search_attributes.get(JOB_STATUS)
+        if status == JobStatus.CANCELLED:
+            return "cancelled"
+        if status == JobStatus.PAUSED:
+            return "withdrawn"
+        return None
+
+    async def _attempt(
+        self, job: RunJobInput, state: HeartbeatState, number_in_round: int, clock: ServerClock
+    ) -> RunJobResult:
+        """Run the handler once, recording the attempt."""
+        spec = job.spec
         started = time.monotonic()
         record = AttemptRecord(
-            attempt=job.attempt_offset + info.attempt,
+            attempt=job.attempt_offset + len(state.attempts) + 1,
             round=job.round,
-            started_at=info.started_time,
+            started_at=clock.now(),
             worker=self.worker,
         )
         state.attempts.append(record)
@@ -114,7 +295,7 @@ class JobActivities:
             name=spec.name,
             attempt=record.attempt,
             max_attempts=spec.max_attempts,
-            scheduled_at=spec.run_at or info.scheduled_time,
+            scheduled_at=spec.run_at or record.started_at,
             idempotency_key=spec.key,
             payload=spec.payload,
             worker=self.worker,
@@ -126,7 +307,10 @@ class JobActivities:
                 raise UnknownHandlerError(
                     f"unknown handler {spec.handler!r}; this worker has {self.registry.names()}"
                 )
-            result = await self._run(fn, ctx, state, lease=spec.lease)
+            try:
+                result = await asyncio.wait_for(self._run(fn, ctx, state, spec.lease), spec.timeout)
+            except TimeoutError as err:
+                raise AttemptTimeout(f"handler ran past the {spec.timeout:g}s timeout") from err
             try:
                 json.dumps(result)
             except (TypeError, ValueError) as err:  # retrying would not make it storable
@@ -144,7 +328,7 @@ class JobActivities:
                     "job %s attempt %d handed over: worker shutting down", spec.id, record.attempt
                 )
                 return RunJobResult(attempts=state.attempts, handed_over=True)
-            finish("cancelled", err)  # timed out or lost its lease: Temporal retries it
+            finish("cancelled", err)  # lost its lease: Temporal retries it
             raise
         except PermanentError as err:
             finish("failed", err)
@@ -153,12 +337,18 @@ class JobActivities:
                 str(err), state, type=type(err).__name__, non_retryable=True, category=BENIGN
             ) from err
         except Exception as err:
-            in_round = job.spent + info.attempt  # this attempt's number within the round
-            delay = None
-            if in_round < spec.max_attempts:
-                delay = retry_delay(
-                    in_round, spec.backoff_base, spec.backoff_max, spec.jitter, random.random()
+            last = number_in_round >= spec.max_attempts
+            delay = (
+                None
+                if last
+                else retry_delay(
+                    number_in_round,
+                    spec.backoff_base,
+                    spec.backoff_max,
+                    spec.jitter,
+                    random.random(),
                 )
+            )
             finish("failed", err, delay)
             then = f"retry in {delay:.1f}s" if delay is not None else "no attempts left"
             log.warning(
@@ -173,6 +363,7 @@ class JobActivities:
                 str(err) or type(err).__name__,
                 state,
                 type=type(err).__name__,
+                non_retryable=last,
                 next_retry_delay=timedelta(seconds=delay) if delay is not None else None,
                 category=BENIGN,
             ) from err

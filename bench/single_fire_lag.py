@@ -23,9 +23,9 @@ from workflows.models import JobReport
 
 async def main(runs: int) -> None:
     async with fresh_server() as (_, client):
-        worker, executor = build_worker(client, WorkerSettings(task_queue="jobs"), load_handlers())
+        job_worker = build_worker(client, WorkerSettings(task_queue="jobs"), load_handlers())
         lags, events, tasks = [], 0, 0
-        async with worker:
+        async with job_worker.worker:
             for i in range(runs):
                 run_at = datetime.now(UTC) + timedelta(seconds=2)
                 spec = {"name": f"lag-{i}", "handler": "log", "run_at": run_at}
@@ -39,7 +39,7 @@ async def main(runs: int) -> None:
                     e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
                     for e in history.events
                 )
-        executor.shutdown()
+        job_worker.close()
     stats = summary(lags)
     print(
         f"single-job fire lag over {runs} runs (ms): "

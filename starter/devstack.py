@@ -32,7 +32,8 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
         loop.add_signal_handler(signum, stop.set)
     settings = WorkerSettings()
     registry = load_handlers(settings.handler_modules)
-    worker, executor = build_worker(client, settings, registry)
+    job_worker = build_worker(client, settings, registry)
+    worker = job_worker.worker
     await publish_handlers(client, settings, registry)
     http = api_server("127.0.0.1", api_port, embedded=True)
     api_task = asyncio.create_task(http.serve())
@@ -54,6 +55,6 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
     finally:
         http.should_exit = True
         await api_task
-        executor.shutdown(wait=False, cancel_futures=True)
+        job_worker.close()
         server.stop()
         print("stopped.", flush=True)

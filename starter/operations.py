@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -65,6 +66,7 @@ from workflows.models import (
 )
 
 ALLOWED_HANDLERS_ENV = "JOBS_ALLOWED_HANDLERS"
+MIN_DISPATCH_LEAD = 15.0  # seconds; jobs wake between this and their dispatch_lead early
 REQUEST_MEMO_KEY = "request"  # fingerprint of the submission that created the job
 JOB_WORKFLOW = "JobWorkflow"
 CRON_WORKFLOW = "CronJobWorkflow"
@@ -234,7 +236,10 @@ async def start(
                 )
                 return Scheduled(job_id=spec.id, next_run_at=first)
             assert spec.run_at is not None
-            delay = spec.run_at - now
+            # Wake at a random moment within the dispatch lead before run_at: a herd due in
+            # one second reaches the server spread over that window.
+            lead = random.uniform(min(MIN_DISPATCH_LEAD, spec.dispatch_lead), spec.dispatch_lead)
+            delay = spec.run_at - now - timedelta(seconds=lead)
             await client.start_workflow(
                 JobWorkflow.run,
                 spec,
@@ -342,7 +347,9 @@ def _with_live_state(
         if activity.last_worker_identity:
             update["worker"] = activity.last_worker_identity
         if activity.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
-            update["status"] = JobStatus.RUNNING
+            # Dispatched early, a job waits in its worker for run_at: still scheduled.
+            early = report.run_at is not None and report.run_at > now and not report.attempts
+            update["status"] = JobStatus.SCHEDULED if early else JobStatus.RUNNING
         else:
             next_at = (
                 activity.next_attempt_schedule_time.ToDatetime(UTC)

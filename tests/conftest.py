@@ -85,12 +85,12 @@ def task_queue() -> str:
 async def running_worker(client: Client, task_queue: str) -> AsyncIterator[Worker]:
     """An in-process worker with the built-in and test handlers."""
     registry = load_handlers("tests.handlers")
-    worker, executor = build_worker(client, WorkerSettings(task_queue=task_queue), registry)
+    job_worker = build_worker(client, WorkerSettings(task_queue=task_queue), registry)
     try:
-        async with worker:
+        async with job_worker.worker as worker:
             yield worker
     finally:
-        executor.shutdown(wait=False, cancel_futures=True)
+        job_worker.close()
 
 
 async def end_singletons(client: Client) -> None:

@@ -131,7 +131,7 @@ async def test_drill_server_sigkill_and_restart(
             client,
             [
                 {
-                    **record_spec(job_id, records, lease=5),
+                    **record_spec(job_id, records),
                     "delay": None,
                     "run_at": datetime_from(t0 + 10 + 30 * i / count),
                 }
@@ -144,8 +144,11 @@ async def test_drill_server_sigkill_and_restart(
         await asyncio.sleep(t0 + 28 - time.time())  # down across run_at times 15 s .. 28 s
         client = await server.start()
         back_at = time.time()
-        final = wait_for_records(records, count, "done", timeout=180)
-        await asyncio.sleep(1)
+        deadline = time.monotonic() + 180
+        while Tally.of(read_records(records)).lost(set(ids)):
+            assert time.monotonic() < deadline, "not every job completed after the restart"
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(2)  # a straggling duplicate would show up now
         final = read_records(records)
     finally:
         workers.stop_all()
@@ -271,12 +274,22 @@ async def test_drill_herd_due_in_the_same_second(
     count = size(ci=500, full=2000)
     records = tmp_path / "records.jsonl"
     workers.start("--max-concurrent-jobs", "200")
-    due = time.time() + 5 + count / 100  # room to schedule them all first
+    # Room to schedule them all, and a full dispatch lead (30 s) before they are due.
+    lead = size(ci=10, full=30)  # seconds each job may reach its worker early
+    due = time.time() + lead + 5 + count / 150
     tag = uuid.uuid4().hex[:6]
     ids = [f"herd-{tag}-{i}" for i in range(count)]
     await schedule_all(
         dev_client,
-        [{**record_spec(i, records), "delay": None, "run_at": datetime_from(due)} for i in ids],
+        [
+            {
+                **record_spec(i, records),
+                "delay": None,
+                "run_at": datetime_from(due),
+                "dispatch_lead": lead,
+            }
+            for i in ids
+        ],
     )
     assert time.time() < due, "scheduling took longer than the lead time"
     wait_for_records(records, count, "done", timeout=300)
@@ -308,8 +321,12 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
     tag = uuid.uuid4().hex[:6]
     ids = [f"storm-{tag}-{i}" for i in range(count)]
     with serve() as endpoint:
-        endpoint.recover_at = time.monotonic() + 20
-        recover_wall = time.time() + 20
+        # All due together, 35 s out (their dispatch lead spreads the server's work), and the
+        # endpoint answers 503 for the first 20 s after that.
+        lead = size(ci=10, full=30)
+        due = time.time() + lead + 5
+        endpoint.recover_at = time.monotonic() + lead + 5 + 20
+        recover_wall = due + 20
         await schedule_all(
             dev_client,
             [
@@ -317,7 +334,8 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
                     "id": i,
                     "name": "storm",
                     "handler": "http.post",
-                    "delay": 0,
+                    "run_at": datetime_from(due),
+                    "dispatch_lead": lead,
                     "max_attempts": 8,
                     "backoff_base": base,
                     "jitter": jitter,
@@ -326,7 +344,7 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
                 for i in ids
             ],
         )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while sum(1 for hit in endpoint.hits if hit.status == 200) < count:
             assert time.monotonic() < deadline, "not every job got through"
             await asyncio.sleep(0.5)
@@ -339,10 +357,8 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
         assert [h.status for h in mine] == [503] * (len(mine) - 1) + [200], key
         assert mine[-1].at >= recover_wall - 0.5
         assert len(mine) == 1 or mine[-2].at < recover_wall + 0.5
-    # Under a big herd some first attempts only start after the endpoint recovered; most
-    # jobs must still have gone through the storm for the drill to mean anything.
     stormed = sum(1 for key in ids if len(by_key[key]) > 1)
-    assert stormed >= 0.8 * count, stormed
+    assert stormed == count  # every job met the storm: their first attempts fired together
 
     limit = asyncio.Semaphore(20)
 
@@ -363,14 +379,10 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             assert (b.started_at - a.started_at).total_seconds() >= a.retry_delay, (job.job_id, n)
             delays[n].append(a.retry_delay)
     attempts = [len(job.attempts) for job in reports]
-    assert len(delays[1]) == stormed
-    checked = []
     for n in (1, 2, 3):  # spread by jitter across the herd, not identical
-        if len(delays[n]) >= 30:  # later retries happen to fewer jobs under a big herd
-            low, high = retry_delay_bounds(n, base, 300, jitter)
-            assert max(delays[n]) - min(delays[n]) > 0.6 * (high - low), n
-            checked.append(n)
-    assert checked[:2] == [1, 2]
+        low, high = retry_delay_bounds(n, base, 300, jitter)
+        assert len(delays[n]) == count, n
+        assert max(delays[n]) - min(delays[n]) > 0.6 * (high - low), n
     add_row(
         DrillRow(
             "retry storm (503 for 20 s)",
@@ -380,7 +392,7 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             None,
             f"{stormed} hit the 503s; attempts per job {min(attempts)}-{max(attempts)}; "
             f"every delay inside "
-            f"the jitter bounds; 2nd delay spread {max(delays[2]) - min(delays[2]):.2f}s "
-            f"of {jitter * 2:.2f}s possible",
+            f"the jitter bounds; 3rd delay spread {max(delays[3]) - min(delays[3]):.2f}s "
+            f"of {jitter * 4:.2f}s possible",
         )
     )

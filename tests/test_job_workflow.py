@@ -21,8 +21,12 @@ HANDLERS = load_handlers("tests.handlers").names()
 
 
 async def submit(env: WorkflowEnvironment, **spec: Any) -> WorkflowHandle[Any, JobReport]:
+    """Schedule on the time-skipping server. No dispatch lead by default: an attempt waiting in
+    the worker for its run_at waits in real time, which the test server cannot skip (the
+    pre-dispatch path is tested on the dev server, tests/test_dispatch.py)."""
     now = await env.get_current_time()
-    scheduled = await operations.schedule(env.client, {"name": "t", **spec}, HANDLERS, now=now)
+    spec = {"name": "t", "dispatch_lead": 0, **spec}
+    scheduled = await operations.schedule(env.client, spec, HANDLERS, now=now)
     return env.client.get_workflow_handle(scheduled.job_id, result_type=JobReport)
 
 

@@ -226,6 +226,7 @@ class CronJobWorkflow:
             lease=self.spec.lease,
             timeout=self.spec.timeout,
             idempotency_key=f"{key}@{cronmath.iso_utc(slot)}",
+            dispatch_lead=self.spec.dispatch_lead,
         )
 
     def _skip_backlog(self, until: datetime, outcome: SlotOutcome, detail: str) -> None:

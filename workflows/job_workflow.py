@@ -28,6 +28,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.models import (
+        CONTROL_CUTOFF,
         DLQ_MEMO_KEY,
         DLQ_WORKFLOW_ID,
         JOB_HANDLER,
@@ -48,6 +49,11 @@ with workflow.unsafe.imports_passed_through():
     )
 
 RUN_JOB = "run_job"
+# Attempts lost before their handler started (a worker or the server died while the job
+# waited for run_at) cost the job nothing; Temporal's policy keeps this many in reserve.
+RESERVE_ATTEMPTS = 3
+# How long a dispatched attempt may wait in a busy worker for a free handler slot.
+HANDLER_SLOT_WAIT = timedelta(minutes=10)
 PARK_IN_DLQ = "park_in_dlq"
 REPORT_TO_DLQ = "report_to_dlq"
 # Reaching the DLQ must not fail the job: keep trying, at most every 30 s.
@@ -67,15 +73,22 @@ def start_search_attributes(spec: JobSpec, status: JobStatus) -> TypedSearchAttr
 
 
 def retry_policy(spec: JobSpec, budget: int) -> RetryPolicy:
-    """Temporal drives the retries, at most ``budget`` attempts. The activity supplies each
-    jittered delay itself; these intervals (the same formula without jitter) apply only when
-    an attempt times out."""
+    """Temporal drives the retries: the round's ``budget`` of attempts plus a few in reserve for
+    attempts lost before their handler started (the activity itself refuses to run the handler
+    more than ``max_attempts`` times). The activity supplies each jittered delay; these
+    intervals (the same formula without jitter) apply only when an attempt is lost."""
     return RetryPolicy(
         initial_interval=timedelta(seconds=spec.backoff_base),
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=spec.backoff_max),
-        maximum_attempts=budget,
+        maximum_attempts=budget + RESERVE_ATTEMPTS,
     )
+
+
+def attempt_allowance(spec: JobSpec) -> timedelta:
+    """Start-to-close of one attempt: waiting for run_at and for a free handler slot, then the
+    handler's own ``timeout`` (which the activity enforces)."""
+    return timedelta(seconds=spec.dispatch_lead + spec.timeout) + HANDLER_SLOT_WAIT
 
 
 def attempts_from_failure(err: ActivityError, now: datetime) -> list[AttemptRecord]:
@@ -109,6 +122,7 @@ class JobWorkflow:
         self.state = JobStatus.SCHEDULED
         self.paused_until: datetime | None = None
         self.triggered = False
+        self.dispatched_until: datetime | None = None  # run_at of an attempt waiting in a worker
         self.controls_seen = 0  # bumps on every control so a wait re-evaluates
         self.round = 1
         self.attempts: list[AttemptRecord] = []
@@ -121,8 +135,11 @@ class JobWorkflow:
     async def run(self, spec: JobSpec) -> JobReport:
         self._ensure_search_attributes()
         try:
-            await self._wait_until_due()
-            while not await self._run_round():
+            outcome = "withdrawn"
+            while outcome == "withdrawn":  # paused while dispatched: wait again
+                await self._wait_until_due()
+                outcome = await self._run_round()
+            while outcome == "exhausted":
                 await self._park()
                 await workflow.wait_condition(lambda: self.release_request is not None)
                 # release_request stays set (so later requests are ignored) until the next
@@ -141,6 +158,7 @@ class JobWorkflow:
                     )
                 self.round += 1
                 self.release_request = None
+                outcome = await self._run_round()
         except BaseException as err:
             if is_cancelled_exception(err):
                 self._set_status(JobStatus.CANCELLED)
@@ -195,9 +213,11 @@ class JobWorkflow:
         )
 
     async def _wait_until_due(self) -> None:
-        """Sleep until run_at, honouring pause (with or without an end), resume and trigger."""
+        """Sleep until the job may be dispatched (``dispatch_lead`` before run_at), honouring
+        pause (with or without an end), resume and trigger."""
         run_at = self.spec.run_at
         assert run_at is not None, "one-shot jobs always carry run_at"
+        lead = timedelta(seconds=self.spec.dispatch_lead)
         while not self.triggered:
             now = workflow.now()
             if self.state == JobStatus.PAUSED:
@@ -205,10 +225,10 @@ class JobWorkflow:
                     self._resume()
                     continue
                 wake_at = self.paused_until
-            elif now >= run_at:
+            elif now >= run_at - lead:
                 return
             else:
-                wake_at = run_at
+                wake_at = run_at - lead
             seen = self.controls_seen
             timeout = (wake_at - now) if wake_at is not None else None
             with contextlib.suppress(TimeoutError):
@@ -217,25 +237,36 @@ class JobWorkflow:
     def _controls_changed_since(self, seen: int) -> Callable[[], bool]:
         return lambda: self.controls_seen != seen
 
-    async def _run_round(self) -> bool:
-        """One budget of attempts. True when the handler succeeded, False when exhausted."""
+    async def _run_round(self) -> Literal["done", "exhausted", "withdrawn"]:
+        """One budget of attempts: done, exhausted, or withdrawn (paused while dispatched)."""
         self._set_status(JobStatus.RUNNING)
+        run_at = self.spec.run_at
+        # Hand it to a worker now and let it wait there for run_at (the server's herd work
+        # is spread over the lead window); a triggered or late job runs at once.
+        not_before = None
+        if run_at is not None and run_at > workflow.now() and not self.triggered:
+            not_before = run_at
         first_record = len(self.attempts)
         executions = 0
         while True:
             spent = sum(a.spent for a in self.attempts[first_record:])
             job = RunJobInput(
-                spec=self.spec, round=self.round, attempt_offset=len(self.attempts), spent=spent
+                spec=self.spec,
+                round=self.round,
+                attempt_offset=len(self.attempts),
+                spent=spent,
+                not_before=not_before,
             )
             executions += 1
             suffix = f"-{executions}" if executions > 1 else ""
+            self.dispatched_until = not_before
             try:
                 outcome = await workflow.execute_activity(
                     RUN_JOB,
                     job,
                     result_type=RunJobResult,
                     activity_id=f"round-{self.round}{suffix}",
-                    start_to_close_timeout=timedelta(seconds=self.spec.timeout),
+                    start_to_close_timeout=attempt_allowance(self.spec),
                     heartbeat_timeout=timedelta(seconds=self.spec.lease),
                     retry_policy=retry_policy(self.spec, job.budget),
                     cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -245,14 +276,18 @@ class JobWorkflow:
                     raise
                 self.attempts.extend(attempts_from_failure(err, workflow.now()))
                 self.last_error = failure_message(err)
-                return False
+                return "exhausted"
+            finally:
+                self.dispatched_until = None
             self.attempts.extend(outcome.attempts)
             if outcome.cancelled:
                 raise asyncio.CancelledError()  # the workflow was cancelled; the record is kept
+            if outcome.withdrawn:
+                return "withdrawn"
             if outcome.handed_over:
                 continue  # a clean shutdown gave it back: run it again now, same budget
             self.result = outcome.result
-            return True
+            return "done"
 
     # -- state ---------------------------------------------------------------------------
 
@@ -269,7 +304,9 @@ class JobWorkflow:
 
     def _resume(self) -> None:
         self.paused_until = None
-        self._set_status(JobStatus.SCHEDULED)
+        # Resumed before a dispatched attempt withdrew: it runs after all.
+        in_flight = self.dispatched_until is not None
+        self._set_status(JobStatus.RUNNING if in_flight else JobStatus.SCHEDULED)
         self.controls_seen += 1
 
     def report(self) -> JobReport:
@@ -295,8 +332,15 @@ class JobWorkflow:
     def status(self) -> JobReport:
         return self.report()
 
+    def _waiting_in_worker(self) -> bool:
+        """Dispatched, but far enough from run_at that a pause still lands before it starts."""
+        until = self.dispatched_until
+        return until is not None and workflow.now() < until - CONTROL_CUTOFF
+
     @workflow.update
     async def pause(self, request: PauseRequest) -> JobReport:
+        # A dispatched attempt sees the paused status when it checks before run_at, and
+        # withdraws without running the handler.
         self.paused_until = request.until
         self._set_status(JobStatus.PAUSED)
         self.controls_seen += 1
@@ -304,7 +348,8 @@ class JobWorkflow:
 
     @pause.validator
     def _check_pause(self, request: PauseRequest) -> None:
-        if self.state not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or self.triggered:
+        waiting = self.state in (JobStatus.SCHEDULED, JobStatus.PAUSED) and not self.triggered
+        if not (waiting or self._waiting_in_worker()):
             raise ValueError(f"cannot pause: job is {self.state}; only a waiting job pauses")
         if request.until is not None and request.until <= workflow.now():
             raise ValueError("cannot pause: until is in the past")
@@ -328,6 +373,10 @@ class JobWorkflow:
 
     @trigger.validator
     def _check_trigger(self) -> None:
+        if self.dispatched_until is not None:
+            raise ValueError(
+                "cannot trigger: the job is already with a worker and starts at its run_at"
+            )
         if self.state not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or self.triggered:
             raise ValueError(f"cannot trigger: job is {self.state}; it is not waiting to run")
 

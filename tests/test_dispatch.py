@@ -1,0 +1,145 @@
+"""Pre-dispatch on a real dev server: a job reaches its worker before run_at, waits there, and
+starts on time; pause, cancel and trigger still mean what they say; losing the worker while
+the job only waited costs no attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from activities.registry import load_handlers
+from starter import operations
+from starter.errors import InvalidTransition
+from tests.drills import Tally, read_records, wait_for_records
+from tests.processes import Workers
+from workflows.models import JobReport, JobStatus
+
+pytestmark = pytest.mark.devserver
+HANDLERS = load_handlers("tests.handlers").names()
+
+
+@pytest.fixture
+def queue_env(cli: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("JOBS_TASK_QUEUE", cli["JOBS_TASK_QUEUE"])
+    return cli
+
+
+async def schedule(
+    client: Client, records: Path, due_in: float, lead: float, **spec: Any
+) -> tuple[str, datetime]:
+    run_at = datetime.now(UTC) + timedelta(seconds=due_in)
+    job_id = f"early-{uuid.uuid4().hex[:8]}"
+    await operations.schedule(
+        client,
+        {
+            "id": job_id,
+            "name": "early",
+            "handler": "test.record",
+            "run_at": run_at,
+            "dispatch_lead": lead,
+            "payload": {"path": str(records)},
+            **spec,
+        },
+        HANDLERS,
+    )
+    return job_id, run_at
+
+
+async def wait_dispatched(client: Client, job_id: str, timeout: float = 30) -> None:
+    """Until the job's attempt is with a worker (a started activity), before its run_at."""
+    async with asyncio.timeout(timeout):
+        while True:
+            desc = await client.get_workflow_handle(job_id).describe()
+            if desc.raw_description.pending_activities:
+                return
+            await asyncio.sleep(0.2)
+
+
+async def job_status(client: Client, job_id: str) -> JobReport:
+    report = await operations.status(client, job_id)
+    assert isinstance(report, JobReport)
+    return report
+
+
+async def test_dispatched_jobs_start_on_time_and_still_obey_pause_and_cancel(
+    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+) -> None:
+    """Three jobs due together, dispatched 15-25 s early: one runs on time, one is paused
+    while it waits in the worker (then resumed), one is cancelled while it waits."""
+    workers.start()
+    runs, held, cancelled = (tmp_path / f"{name}.jsonl" for name in ("runs", "held", "cancelled"))
+    (run_id, run_at), (held_id, _), (cancel_id, _) = [
+        await schedule(dev_client, path, due_in=27, lead=25) for path in (runs, held, cancelled)
+    ]
+    for job_id in (run_id, held_id, cancel_id):
+        await wait_dispatched(dev_client, job_id)
+    early = await job_status(dev_client, run_id)
+    assert datetime.now(UTC) < run_at and early.status == JobStatus.SCHEDULED
+    with pytest.raises(InvalidTransition, match="already with a worker"):
+        await operations.trigger(dev_client, held_id)
+    assert (await operations.pause(dev_client, held_id)).status == JobStatus.PAUSED
+    await operations.cancel(dev_client, cancel_id)
+
+    [start] = wait_for_records(runs, 1, "start")
+    lag = start["at"] - run_at.timestamp()
+    assert 0 <= lag < 0.5, lag  # not early, and not late
+    assert (await job_status(dev_client, run_id)).attempts[0].started_at >= run_at
+    async with asyncio.timeout(30):
+        while (gone := await job_status(dev_client, cancel_id)).status != JobStatus.CANCELLED:
+            await asyncio.sleep(0.3)
+    assert gone.attempts == [] and read_records(cancelled) == []
+
+    await asyncio.sleep(max(0.0, (run_at - datetime.now(UTC)).total_seconds()) + 3)
+    waiting = await job_status(dev_client, held_id)
+    assert waiting.status == JobStatus.PAUSED and waiting.attempts == []
+    assert read_records(held) == []  # the handler never ran
+    await operations.resume(dev_client, held_id)
+    wait_for_records(held, 1, "done")
+    async with asyncio.timeout(20):
+        while (done := await job_status(dev_client, held_id)).status != JobStatus.DONE:
+            await asyncio.sleep(0.2)
+    assert [a.outcome for a in done.attempts] == ["succeeded"]
+
+
+async def test_pause_close_to_run_at_is_refused(
+    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+) -> None:
+    workers.start()
+    records = tmp_path / "records.jsonl"
+    job_id, run_at = await schedule(dev_client, records, due_in=8, lead=8)
+    await wait_dispatched(dev_client, job_id)
+    await asyncio.sleep(max(0.0, (run_at - datetime.now(UTC)).total_seconds() - 3))
+    with pytest.raises(InvalidTransition, match="only a waiting job pauses"):
+        await operations.pause(dev_client, job_id)
+    wait_for_records(records, 1, "done")
+
+
+async def test_losing_the_worker_while_the_job_waits_costs_no_attempt(
+    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+) -> None:
+    doomed = workers.start()
+    records = tmp_path / "records.jsonl"
+    job_id, run_at = await schedule(
+        dev_client, records, due_in=14, lead=12, max_attempts=1, lease=2
+    )
+    await wait_dispatched(dev_client, job_id)
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.wait()
+    survivor = workers.start()
+    wait_for_records(records, 1, "done", timeout=60)
+    async with asyncio.timeout(20):
+        while (report := await job_status(dev_client, job_id)).status != JobStatus.DONE:
+            await asyncio.sleep(0.2)
+    assert [a.outcome for a in report.attempts] == ["succeeded"]  # max_attempts=1 still ran
+    assert report.attempts[0].worker == workers.identity(survivor)
+    tally = Tally.of(read_records(records))
+    assert tally.starts[job_id] == 1
+    assert read_records(records)[0]["at"] >= run_at.timestamp()  # not before run_at
