@@ -106,5 +106,14 @@ def load_handlers(modules: str | None = None) -> HandlerRegistry:
     importlib.import_module("activities.builtin")
     names = modules if modules is not None else os.environ.get(HANDLER_MODULES_ENV, "")
     for module in filter(None, (part.strip() for part in names.split(","))):
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise HandlerModuleError(
+                f"{HANDLER_MODULES_ENV}: cannot import {module!r}: {err}"
+            ) from err
     return registry
+
+
+class HandlerModuleError(RuntimeError):
+    """A module named in JOBS_HANDLER_MODULES cannot be imported (a deployment mistake)."""

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
 
-from starter.devserver import DevServer
+from starter.devserver import DevServer, die_with_parent
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -57,3 +63,122 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
     meta = {"benchmark": name, "at": stamp, "machine": platform.node(), "cpus": os.cpu_count()}
     path.write_text(json.dumps({**meta, **data}, indent=2, default=str))
     return path
+
+
+# -- processes -----------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS_QUEUE = "bench-jobs"
+
+
+@dataclass
+class Workers:
+    """Worker subprocesses for one side of a comparison; stopped on exit."""
+
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def ours(self, server: DevServer, records: Path, **env: str) -> subprocess.Popen[bytes]:
+        return self._start(
+            [str(Path(sys.executable).parent / "jobs"), "worker"],
+            server,
+            records,
+            {"JOBS_TASK_QUEUE": OURS_QUEUE, "JOBS_HANDLER_MODULES": "bench.handlers", **env},
+        )
+
+    def baseline(self, server: DevServer, records: Path) -> subprocess.Popen[bytes]:
+        return self._start([sys.executable, "-m", "bench.baseline", "worker"], server, records, {})
+
+    def _start(
+        self, cmd: list[str], server: DevServer, records: Path, env: dict[str, str]
+    ) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            cmd,
+            env={
+                **os.environ,
+                "TEMPORAL_ADDRESS": server.address,
+                "BENCH_RECORDS": str(records),
+                "PYTHONPATH": str(ROOT),
+                **env,
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
+        assert proc.stdout is not None
+        for raw in proc.stdout:  # ready once it says it polls
+            if b"polling" in raw:
+                break
+        else:
+            raise RuntimeError(f"worker {cmd} exited early")
+        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+        self.procs.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.procs.clear()
+
+
+@asynccontextmanager
+async def side(
+    wal: bool = True, **server_options: Any
+) -> AsyncIterator[tuple[DevServer, Client, Workers, Path]]:
+    """A fresh dev server (SQLite file), a records file and a worker group, all cleaned up."""
+    with tempfile.TemporaryDirectory(prefix="jobs-bench-") as tmp:
+        server = DevServer(db_file=Path(tmp) / "temporal.db", wal=wal, **server_options)
+        client = await server.start()
+        workers = Workers()
+        try:
+            yield server, client, workers, Path(tmp) / "records.jsonl"
+        finally:
+            workers.stop()
+            server.stop()
+
+
+def read_starts(records: Path) -> dict[str, tuple[float, float]]:
+    """key -> (scheduled, first start) from a records file."""
+    starts: dict[str, tuple[float, float]] = {}
+    if records.exists():
+        for line in records.read_text().splitlines():
+            row = json.loads(line)
+            starts.setdefault(row["key"], (row["scheduled"], row["started"]))
+    return starts
+
+
+async def wait_for_starts(
+    records: Path, count: int, timeout: float
+) -> dict[str, tuple[float, float]]:
+    deadline = time.monotonic() + timeout
+    while len(starts := read_starts(records)) < count and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+    return starts
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def gather_limited(limit: int, jobs: Iterable[Awaitable[Any]]) -> list[Any]:
+    """Await ``jobs`` with at most ``limit`` in flight."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(job: Awaitable[Any]) -> Any:
+        async with gate:
+            return await job
+
+    return await asyncio.gather(*(one(job) for job in jobs))

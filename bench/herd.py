@@ -1,0 +1,110 @@
+"""Herd: N one-shot jobs due in the same second, scheduled ``--ahead`` seconds before.
+
+    python -m bench.herd [--jobs 1000 5000] [--ahead 60] [--peer]
+
+For each size, ours (``jobs worker``, defaults but a prefetch that fits the herd) and the
+baseline (timer + activity, SDK-default worker) each get a fresh dev server (SQLite file, WAL)
+and the same herd. Fire lag is the handler's start minus run_at; drain is when the last handler
+started. ``--peer`` adds procrastinate on a local PostgreSQL (bench/peer.py, 1 s poll).
+Prints a table and writes JSON under bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from activities.registry import load_handlers
+from bench.baseline import QUEUE as BASELINE_QUEUE
+from bench.baseline import BaselineJob
+from bench.common import OURS_QUEUE, gather_limited, side, summary, wait_for_starts, write_result
+from starter import operations
+
+CALLERS = 50
+
+
+async def run_side(kind: str, count: int, ahead: float) -> dict[str, Any]:
+    async with side() as (server, client, workers, records):
+        if kind == "ours":
+            workers.ours(server, records, JOBS_PREFETCH=str(count + 500))
+        else:
+            workers.baseline(server, records)
+        due = time.time() + ahead
+        run_at = datetime.fromtimestamp(due, UTC)
+        started = time.monotonic()
+        if kind == "ours":
+            handlers = load_handlers("bench.handlers").names()
+            specs = [
+                operations.validate_spec(
+                    {"id": f"h-{i}", "name": "herd", "handler": "bench.noop", "run_at": run_at},
+                    handlers,
+                    datetime.now(UTC),
+                )
+                for i in range(count)
+            ]
+            await gather_limited(
+                CALLERS, (operations.start(client, s, datetime.now(UTC)) for s in specs)
+            )
+        else:
+            await gather_limited(
+                CALLERS,
+                (
+                    client.start_workflow(
+                        BaselineJob.run,
+                        args=[f"h-{i}", due],
+                        id=f"h-{i}",
+                        task_queue=BASELINE_QUEUE,
+                    )
+                    for i in range(count)
+                ),
+            )
+        scheduling = time.monotonic() - started
+        starts = await wait_for_starts(records, count, timeout=ahead + 900)
+        lags = [start - scheduled for scheduled, start in starts.values()]
+        return {
+            "side": kind,
+            "jobs": count,
+            "started": len(starts),
+            "schedule_seconds": scheduling,
+            "lag": summary(lags) if lags else None,
+            "drain_seconds": max(start for _, start in starts.values()) - due if starts else None,
+            "early": sum(1 for lag in lags if lag < 0),
+            "lags": sorted(round(lag, 4) for lag in lags),  # for the report's CDF
+        }
+
+
+async def main(sizes: list[int], ahead: float, peer: bool) -> None:
+    os.environ["JOBS_TASK_QUEUE"] = OURS_QUEUE  # where operations.start puts our jobs
+    rows = []
+    for count in sizes:
+        for kind in ("ours", "baseline", "peer") if peer else ("ours", "baseline"):
+            if kind == "peer":
+                from bench import peer as procrastinate_peer  # needs the `peer` extra
+
+                row = await procrastinate_peer.herd(count, ahead, procrastinate_peer.TUNED_POLL)
+            else:
+                row = await run_side(kind, count, ahead)
+            rows.append(row)
+            lag = row["lag"] or {}
+            print(
+                f"{kind:9} {count:6} jobs: fire lag p50 {lag.get('p50', 0):7.2f}s "
+                f"p95 {lag.get('p95', 0):7.2f}s p99 {lag.get('p99', 0):7.2f}s "
+                f"max {lag.get('max', 0):7.2f}s drain {row['drain_seconds'] or 0:7.2f}s "
+                f"(scheduled in {row['schedule_seconds']:.1f}s, early {row['early']})",
+                flush=True,
+            )
+    path = write_result("herd", {"ahead": ahead, "rows": rows})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1000, 5000])
+    parser.add_argument("--ahead", type=float, default=60)
+    parser.add_argument("--peer", action="store_true", help="add procrastinate + PostgreSQL")
+    args = parser.parse_args()
+    asyncio.run(main(args.jobs, args.ahead, args.peer))

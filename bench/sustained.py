@@ -1,0 +1,118 @@
+"""Sustained: a closed loop of submit-then-wait for ``--seconds``, ours vs the baseline.
+
+    python -m bench.sustained [--seconds 60] [--loops 20] [--peer]
+
+Each of ``--loops`` callers submits a job due in 1 s, waits for it to complete, and repeats.
+Both sides get a fresh dev server (SQLite file, WAL) and their own worker. Prints completed
+jobs/s and end-to-end latency (submit to completion), writes JSON. ``--peer`` adds
+procrastinate on a local PostgreSQL (bench/peer.py, 1 s poll).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.client import Client
+
+from activities.registry import load_handlers
+from bench.baseline import QUEUE as BASELINE_QUEUE
+from bench.baseline import BaselineJob
+from bench.common import OURS_QUEUE, cpu_seconds, side, summary, write_result
+from starter import operations
+
+DUE_IN = timedelta(seconds=1)
+
+
+async def submit_and_wait(kind: str, client: Client, job_id: str, handlers: list[str]) -> None:
+    if kind == "ours":
+        now = datetime.now(UTC)
+        spec = operations.validate_spec(
+            {"id": job_id, "name": "loop", "handler": "bench.noop", "run_at": now + DUE_IN},
+            handlers,
+            now,
+        )
+        await operations.start(client, spec, now)
+        await client.get_workflow_handle(job_id).result()
+    else:
+        due = (datetime.now(UTC) + DUE_IN).timestamp()
+        handle = await client.start_workflow(
+            BaselineJob.run, args=[job_id, due], id=job_id, task_queue=BASELINE_QUEUE
+        )
+        await handle.result()
+
+
+async def run_side(kind: str, seconds: float, loops: int) -> dict[str, Any]:
+    async with side() as (server, client, workers, records):
+        worker = (
+            workers.ours(server, records) if kind == "ours" else workers.baseline(server, records)
+        )
+        assert server.process is not None
+        cpu_before = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(server.process.pid)}
+        handlers = load_handlers("bench.handlers").names()
+        latencies: list[float] = []
+        stop_at = time.monotonic() + seconds
+
+        async def loop(lane: int) -> None:
+            n = 0
+            while time.monotonic() < stop_at:
+                started = time.monotonic()
+                await submit_and_wait(kind, client, f"s-{lane}-{n}", handlers)
+                latencies.append(time.monotonic() - started)
+                n += 1
+
+        began = time.monotonic()
+        await asyncio.gather(*(loop(lane) for lane in range(loops)))
+        elapsed = time.monotonic() - began
+        done = max(len(latencies), 1)
+        cpu = {
+            name: 1000 * (cpu_seconds(pid) - cpu_before[name]) / done
+            for name, pid in (("worker", worker.pid), ("server", server.process.pid))
+        }
+        return {
+            "side": kind,
+            "completed": len(latencies),
+            "seconds": elapsed,
+            "jobs_per_second": len(latencies) / elapsed,
+            "latency": summary(latencies),
+            "cpu_ms_per_job": cpu,
+        }
+
+
+async def main(seconds: float, loops: int, peer: bool) -> None:
+    os.environ["JOBS_TASK_QUEUE"] = OURS_QUEUE
+    rows = []
+    for kind in ("ours", "baseline", "peer") if peer else ("ours", "baseline"):
+        if kind == "peer":
+            from bench import peer as procrastinate_peer  # needs the `peer` extra
+
+            row = await procrastinate_peer.sustained(seconds, loops, procrastinate_peer.TUNED_POLL)
+        else:
+            row = await run_side(kind, seconds, loops)
+        rows.append(row)
+        lat = row["latency"]
+        print(
+            f"{kind:9}: {row['jobs_per_second']:6.1f} completed jobs/s "
+            f"({row['completed']} in {row['seconds']:.0f}s); end-to-end p50 {lat['p50']:.2f}s "
+            f"p99 {lat['p99']:.2f}s",
+            flush=True,
+        )
+    ratio = rows[0]["jobs_per_second"] / rows[1]["jobs_per_second"]
+    print(f"ours/baseline = {ratio:.2f}")
+    path = write_result(
+        "sustained", {"seconds": seconds, "loops": loops, "rows": rows, "ratio": ratio}
+    )
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--loops", type=int, default=20)
+    parser.add_argument("--peer", action="store_true", help="add procrastinate + PostgreSQL")
+    args = parser.parse_args()
+    asyncio.run(main(args.seconds, args.loops, args.peer))
