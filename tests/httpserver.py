@@ -17,6 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class Listener(ThreadingHTTPServer):
+    # A herd of retries connects at once: the default backlog of 5 would drop SYNs, and the
+    # kernel's retransmit backoff would turn that into client timeouts.
+    request_queue_size = 1024
+
+
 @dataclass
 class Hit:
     at: float  # time.time()
@@ -68,7 +74,7 @@ def serve() -> Iterator[Endpoint]:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = Listener(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     endpoint.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -33,6 +33,12 @@ pytestmark = [pytest.mark.devserver, pytest.mark.drill]
 HANDLERS = load_handlers("tests.handlers").names()
 
 
+# httpx errors of a request that never reached the endpoint.
+UNREACHED = {"ConnectError", "ConnectTimeout", "PoolTimeout"}
+# httpx errors of a request the endpoint may have answered after the worker stopped waiting.
+ANSWERED_LATE = {"ReadTimeout", "WriteTimeout", "RemoteProtocolError", "ReadError"}
+
+
 async def schedule_all(client: Client, specs: list[dict[str, Any]], concurrency: int = 20) -> None:
     limit = asyncio.Semaphore(concurrency)
 
@@ -345,7 +351,7 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             ],
         )
         deadline = time.monotonic() + 180
-        while sum(1 for hit in endpoint.hits if hit.status == 200) < count:
+        while len({hit.key for hit in endpoint.hits if hit.status == 200}) < count:
             assert time.monotonic() < deadline, "not every job got through"
             await asyncio.sleep(0.5)
         hits = list(endpoint.hits)
@@ -354,10 +360,13 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
         by_key[hit.key].append(hit)
     for key in ids:  # failed while the endpoint was down, got through once it was back
         mine = sorted(by_key[key], key=lambda h: h.at)
-        assert [h.status for h in mine] == [503] * (len(mine) - 1) + [200], key
-        assert mine[-1].at >= recover_wall - 0.5
-        assert len(mine) == 1 or mine[-2].at < recover_wall + 0.5
-    stormed = sum(1 for key in ids if len(by_key[key]) > 1)
+        statuses = [h.status for h in mine]
+        failed = statuses.count(503)
+        assert statuses == [503] * failed + [200] * (len(mine) - failed), key
+        first_ok = mine[failed]
+        assert first_ok.at >= recover_wall - 0.5
+        assert failed == 0 or mine[failed - 1].at < recover_wall + 0.5
+    stormed = sum(1 for key in ids if any(hit.status == 503 for hit in by_key[key]))
     assert stormed == count  # every job met the storm: their first attempts fired together
 
     limit = asyncio.Semaphore(20)
@@ -371,7 +380,15 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
     reports = await asyncio.gather(*(status_of(i) for i in ids))
     delays: dict[int, list[float]] = defaultdict(list)
     for job in reports:
-        assert len(job.attempts) == len(by_key[job.job_id])  # one attempt per request seen
+        # One attempt per request the endpoint saw; an attempt that could not connect (a
+        # loaded machine can time out a connect) is a failed attempt the endpoint never saw.
+        reached = [a for a in job.attempts if a.error_type not in UNREACHED]
+        assert len(reached) == len(by_key[job.job_id]), job.attempts
+        # A second 200 only where the worker gave up waiting for an earlier answer:
+        # at-least-once, and the idempotency key in the request lets the endpoint dedupe.
+        late = sum(1 for a in job.attempts if a.error_type in ANSWERED_LATE)
+        oks = sum(1 for hit in by_key[job.job_id] if hit.status == 200)
+        assert 1 <= oks <= 1 + late, job.attempts
         for n, (a, b) in enumerate(itertools.pairwise(job.attempts), start=1):
             low, high = retry_delay_bounds(n, base, 300, jitter)
             assert a.retry_delay is not None and low <= a.retry_delay <= high, (job.job_id, n)
