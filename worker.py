@@ -11,6 +11,12 @@ the environment:
 * ``JOBS_SHUTDOWN_GRACE`` (default 30s): on SIGTERM or SIGINT the worker stops polling and
   gives running attempts this long to finish before cancelling them.
 * ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers.
+* ``JOBS_METRICS_PORT`` (default unset: no metrics endpoint): serve Prometheus metrics at
+  ``http://JOBS_METRICS_HOST:JOBS_METRICS_PORT/metrics``, the SDK's ``temporal_*`` and the
+  scheduler's ``jobs_*`` (see :mod:`activities.metrics`).
+* ``JOBS_METRICS_HOST`` (default ``127.0.0.1``): the address the endpoint binds; set
+  ``0.0.0.0`` for a scraper on another host (in a container, say). The endpoint has no
+  authentication, so expose it only where the scraper needs it.
 """
 
 from __future__ import annotations
@@ -26,14 +32,17 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.dlq import AlertActivities, park_in_dlq, report_to_dlq
+from activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
 from activities.notify import notifier_from_env
 from activities.registry import HandlerRegistry, load_handlers
 from activities.run_job import JobActivities
 from starter.client import connect, task_queue
+from starter.errors import SpecError
 from workflows.cron_workflow import CronJobWorkflow
 from workflows.dlq_workflow import DeadLetterQueueWorkflow
 from workflows.durations import parse_duration
@@ -52,12 +61,27 @@ PASSTHROUGH = (
     "workflows.models",
     "workflows.backoff",
     "workflows.durations",
+    "workflows.cronmath",
+    "workflows.uitext",
 )
 
 
 def _env_float(name: str) -> float | None:
     value = os.environ.get(name)
     return parse_duration(value) if value else None
+
+
+METRICS_PORT_ENV = "JOBS_METRICS_PORT"
+METRICS_HOST_ENV = "JOBS_METRICS_HOST"
+
+
+def _metrics_port() -> int | None:
+    value = os.environ.get(METRICS_PORT_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise SpecError([(METRICS_PORT_ENV, f"must be a port number (1-65535), not {value!r}")])
+    return int(value)
 
 
 @dataclass
@@ -73,6 +97,10 @@ class WorkerSettings:
     shutdown_grace: float = field(default_factory=lambda: _env_float("JOBS_SHUTDOWN_GRACE") or 30.0)
     identity: str = field(default_factory=lambda: f"{os.getpid()}@{socket.gethostname()}")
     handler_modules: str | None = None  # None: JOBS_HANDLER_MODULES
+    metrics_port: int | None = field(default_factory=_metrics_port)  # None: no endpoint
+    metrics_host: str = field(
+        default_factory=lambda: os.environ.get(METRICS_HOST_ENV, "").strip() or DEFAULT_HOST
+    )
 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:
@@ -137,9 +165,30 @@ async def publish_handlers(
     )
 
 
+def metrics_runtime(settings: WorkerSettings) -> Runtime | None:
+    """The SDK runtime serving Prometheus metrics, when ``settings.metrics_port`` is set. It
+    must exist before the client connects: the client, and every worker on it, records there."""
+    if settings.metrics_port is None:
+        return None
+    address = bind_address(settings.metrics_host, settings.metrics_port)
+    try:
+        runtime = prometheus_runtime(settings.metrics_host, settings.metrics_port)
+    except ValueError as err:  # taken, or not an address this host has
+        raise SpecError([(METRICS_PORT_ENV, f"cannot serve metrics on {address}: {err}")]) from err
+    log.info("metrics on http://%s/metrics", address)
+    return runtime
+
+
 async def run_worker(settings: WorkerSettings, client: Client | None = None) -> None:
-    """Publish this worker's handlers, then run until SIGTERM/SIGINT and shut down gracefully."""
-    client = client or await connect()
+    """Publish this worker's handlers, then run until SIGTERM/SIGINT and shut down gracefully.
+
+    Without a ``client`` it connects itself, serving metrics if configured; a given client
+    keeps the runtime it was connected with."""
+    if client is None:
+        runtime = metrics_runtime(settings)
+        client = await (connect(runtime=runtime) if runtime is not None else connect())
+    elif settings.metrics_port is not None:
+        log.warning("%s ignored: the worker was handed a client", METRICS_PORT_ENV)
     registry = load_handlers(settings.handler_modules)
     job_worker = build_worker(client, settings, registry)
     await publish_handlers(client, settings, registry)

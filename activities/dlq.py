@@ -12,6 +12,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.common import WorkflowIDConflictPolicy
 
+from activities.metrics import record_dead
 from activities.notify import Notifier
 from workflows.models import DLQ_WORKFLOW_ID, DeadEntry, DlqState, JobRelease
 
@@ -32,8 +33,9 @@ async def signal_dlq(signal: str, arg: Any) -> None:
 
 @activity.defn(name="park_in_dlq")
 async def park_in_dlq(entry: DeadEntry) -> None:
-    """Signal-with-start ``park`` on the DLQ."""
+    """Signal-with-start ``park`` on the DLQ; counts ``jobs_dead`` once the DLQ has it."""
     await signal_dlq("park", entry)
+    record_dead(entry.handler)
 
 
 @activity.defn(name="report_to_dlq")

@@ -15,12 +15,17 @@ Budget: Temporal's RetryPolicy allows the round's attempts plus a few in reserve
 activity counts the attempts that reached the handler, refusing to run past ``max_attempts``.
 An attempt lost while it was only waiting (its worker died before run_at) therefore costs
 nothing, and one lost mid-handler counts as spent.
+
+Metrics (:mod:`activities.metrics`): each attempt that reaches its handler counts as started
+with its fire lag (handler start minus when the attempt was due, see :func:`due_at`), and as
+succeeded or failed with its run time when it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import random
@@ -34,6 +39,7 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from activities import metrics
 from activities.registry import HandlerRegistry, JobContext, PermanentError
 from workflows.backoff import base_delay, retry_delay
 from workflows.models import (
@@ -105,6 +111,23 @@ def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
                 "LeaseExpired",
             )
     return state
+
+
+def due_at(info: activity.Info, job: RunJobInput) -> datetime:
+    """When this attempt was due, by the server's clock: the base of its fire lag.
+
+    A retry was due when the server scheduled it (after its backoff), or at run_at if it is
+    still waiting for it. A first attempt was due at run_at; unless it runs earlier than that
+    (triggered) or belongs to a requeued round, then when the server scheduled it.
+    """
+    scheduled = info.current_attempt_scheduled_time
+    if info.attempt > 1:
+        return max(scheduled, job.not_before) if job.not_before is not None else scheduled
+    if job.not_before is not None:
+        return job.not_before
+    if job.round == 1 and job.spec.run_at is not None:
+        return min(job.spec.run_at, scheduled)
+    return scheduled
 
 
 class ServerClock:
@@ -197,7 +220,7 @@ class JobActivities:
             if early is not None:
                 return early
         async with self.slots:
-            return await self._attempt(job, state, spent + 1, clock)
+            return await self._attempt(job, state, spent + 1, clock, due_at(info, job))
 
     async def _wait_for_run_at(
         self, run_at: datetime, clock: ServerClock, state: HeartbeatState, lease: float
@@ -265,9 +288,14 @@ class JobActivities:
         return None
 
     async def _attempt(
-        self, job: RunJobInput, state: HeartbeatState, number_in_round: int, clock: ServerClock
+        self,
+        job: RunJobInput,
+        state: HeartbeatState,
+        number_in_round: int,
+        clock: ServerClock,
+        due: datetime,
     ) -> RunJobResult:
-        """Run the handler once, recording the attempt."""
+        """Run the handler once, recording the attempt (in the job's log and the metrics)."""
         spec = job.spec
         started = time.monotonic()
         record = AttemptRecord(
@@ -277,18 +305,22 @@ class JobActivities:
             worker=self.worker,
         )
         state.attempts.append(record)
-        activity.heartbeat(state)
+        activity.heartbeat(state)  # the lease starts now; status shows the running attempt
+        metrics.record_start(spec.handler, record.started_at - due)
 
         def finish(
             outcome: Outcome, error: BaseException | None = None, delay: float | None = None
         ) -> None:
             # Server start time plus our own monotonic duration: one consistent timeline.
-            ended = record.started_at + timedelta(seconds=time.monotonic() - started)
+            ran = timedelta(seconds=time.monotonic() - started)
+            ended = record.started_at + ran
             message = (str(error) or type(error).__name__) if error else None
             kind = type(error).__name__ if error else None
             state.attempts[-1] = record.close(outcome, ended, message, kind, delay)
             state.progress = None
-            activity.heartbeat(state)
+            if outcome != "succeeded":  # the next attempt reads the log from these details
+                activity.heartbeat(state)
+            metrics.record_end(spec.handler, outcome, ran)
 
         ctx = JobContext(
             job_id=spec.id,
@@ -376,7 +408,10 @@ class JobActivities:
             task: asyncio.Future[Any] = asyncio.ensure_future(fn(ctx))
         else:
             loop = asyncio.get_running_loop()
-            task = loop.run_in_executor(self.executor, fn, ctx)
+            # The thread gets this attempt's context, so a handler's own trace spans nest
+            # under the attempt's span.
+            call = contextvars.copy_context().run
+            task = loop.run_in_executor(self.executor, call, fn, ctx)
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=lease / 3)

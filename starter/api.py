@@ -4,6 +4,12 @@ Errors are typed and never carry a stack trace: 422 invalid input (field and rea
 unknown job, 409 invalid transition or a job id already taken by a different request, 413 body
 over the limit (refused before parsing), 401 missing or wrong token, 503 Temporal unreachable.
 
+``POST /codec/encode`` and ``POST /codec/decode`` are a Temporal codec server for the Web UI
+and the ``temporal`` CLI (``--codec-endpoint http://host:8000/codec``): they encrypt and
+decrypt ``{"payloads": [...]}`` (protobuf JSON) with the keys of :mod:`starter.codec`, behind
+the same bearer token, with CORS for the origins in ``JOBS_CODEC_CORS_ORIGINS`` (comma-separated,
+default ``http://localhost:8233``, the dev server's UI).
+
 Creating is idempotent by job id: repeating a ``POST /jobs`` with the same id and the same
 body answers 200 with the existing job instead of 201; the same id with a different body is 409.
 """
@@ -28,12 +34,17 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from google.protobuf import json_format
+from pydantic import BaseModel, Field
+from starlette.middleware.cors import CORSMiddleware
+from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
 
+from activities.registry import load_handlers
 from starter import dlq as dead_letters
-from starter import operations
-from starter.client import connect
+from starter import operations, tracing
+from starter.client import connect, load_profile
+from starter.codec import ENCODING, KEY_ENV, KEY_ID_METADATA, DecryptionError, codec_from_env
 from starter.errors import (
     InvalidTransition,
     JobExists,
@@ -58,6 +69,10 @@ TOKEN_ENV = "JOBS_API_TOKEN"
 MAX_BODY_BYTES = 320 * 1024  # the 256 KiB payload limit plus room for the rest of the spec
 HANDLER_CACHE_SECONDS = 30.0
 PUBLIC_PATHS = {"/healthz"}
+CODEC_PREFIX = "/codec/"
+CODEC_MAX_BODY_BYTES = 4 * 1024 * 1024  # a history event's payloads, base64 in JSON
+CORS_ENV = "JOBS_CODEC_CORS_ORIGINS"
+DEFAULT_CORS_ORIGINS = "http://localhost:8233"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -88,12 +103,24 @@ class Released(BaseModel):
     action: Literal["requeue", "discard", "cancel"]
 
 
+class CodecPayload(BaseModel):
+    """One ``temporal.api.common.v1.Payload`` in protobuf JSON: bytes are base64."""
+
+    metadata: dict[str, str] = Field(default_factory=dict)
+    data: str = ""
+
+
+class CodecPayloads(BaseModel):
+    payloads: list[CodecPayload]
+
+
 ERRORS: dict[type[JobsError], tuple[int, str]] = {
     SpecError: (422, "invalid"),
     JobNotFound: (404, "not_found"),
     JobExists: (409, "conflict"),
     InvalidTransition: (409, "conflict"),
     TemporalUnavailable: (503, "unavailable"),
+    DecryptionError: (500, "internal"),  # a payload this API's keys cannot open: say which key
 }
 
 
@@ -127,9 +154,10 @@ class Guard:
             return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
+        limit = CODEC_MAX_BODY_BYTES if scope["path"].startswith(CODEC_PREFIX) else MAX_BODY_BYTES
         if length is not None:
-            if not length.isdigit() or int(length) > MAX_BODY_BYTES:
-                await self._too_large(scope, receive, send)
+            if not length.isdigit() or int(length) > limit:
+                await self._too_large(scope, receive, send, limit)
                 return
             await self.app(scope, receive, send)
             return
@@ -142,8 +170,8 @@ class Guard:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             more = message.get("more_body", False)
-            if size > MAX_BODY_BYTES:
-                await self._too_large(scope, receive, send)
+            if size > limit:
+                await self._too_large(scope, receive, send, limit)
                 return
         body = b"".join(chunks)
         replayed = False
@@ -167,9 +195,49 @@ class Guard:
                 )
         return False
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = error_response(413, "too_large", f"request body over {MAX_BODY_BYTES} bytes")
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        response = error_response(413, "too_large", f"request body over {limit} bytes")
         await response(scope, receive, send)
+
+
+class CodecCors:
+    """ASGI middleware outside :class:`Guard`: CORS on the codec endpoints only (the Web UI
+    calls them from the browser). A preflight ``OPTIONS`` is answered here, before the token
+    check, because browsers never send ``Authorization`` on a preflight."""
+
+    def __init__(self, app: ASGIApp, origins: list[str]):
+        self.app = app
+        self.cors = CORSMiddleware(
+            app,
+            allow_origins=origins,
+            allow_methods=["POST"],
+            allow_headers=["authorization", "content-type", "x-namespace"],
+            allow_credentials=True,  # the UI may "include cross-origin credentials"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(CODEC_PREFIX):
+            await self.cors(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def cors_origins() -> list[str]:
+    """``JOBS_CODEC_CORS_ORIGINS``: comma-separated origins, default the dev server's UI."""
+    raw = os.environ.get(CORS_ENV, DEFAULT_CORS_ORIGINS)
+    return [origin.strip().rstrip("/") for origin in raw.split(",") if origin.strip()]
+
+
+async def read_payloads(request: Request) -> list[Payload]:
+    try:
+        message = json_format.Parse(await request.body(), Payloads())
+    except (json_format.ParseError, UnicodeDecodeError) as err:
+        raise SpecError([("payloads", f"not a Payloads message in protobuf JSON: {err}")]) from err
+    return list(message.payloads)
+
+
+def payloads_response(payloads: list[Payload]) -> JSONResponse:
+    return JSONResponse(json_format.MessageToDict(Payloads(payloads=payloads)))
 
 
 class Backend:
@@ -209,6 +277,10 @@ async def read_object(request: Request) -> dict[str, Any]:
 def create_app(token: str | None = None, client: Client | None = None) -> FastAPI:
     """The API. ``token`` (default ``JOBS_API_TOKEN``) turns on bearer authentication."""
     token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+    load_handlers()  # a broken JOBS_HANDLER_MODULES fails here, at start-up, not per request
+    codec = codec_from_env()  # so does a bad JOBS_ENCRYPTION_KEY
+    if client is None:
+        load_profile()  # and an unknown TEMPORAL_PROFILE or a missing TEMPORAL_CONFIG_FILE
     backend = Backend(client)
 
     @asynccontextmanager
@@ -273,9 +345,11 @@ def create_app(token: str | None = None, client: Client | None = None) -> FastAP
         """Schedule a one-shot (run_at or delay) or a cron job."""
         data = await read_object(request)
         operations.validate_spec(data, None, datetime.now(UTC))  # 422 even with Temporal down
-        scheduled = await operations.schedule(
-            await backend.client(), data, await backend.handlers()
-        )
+        with tracing.schedule_span(data, carrier=request.headers) as span:  # the trace's root
+            scheduled = await operations.schedule(
+                await backend.client(), data, await backend.handlers()
+            )
+            span.scheduled(scheduled)
         if not scheduled.created:
             return JSONResponse(scheduled.model_dump(mode="json"), status_code=200)
         return scheduled
@@ -370,6 +444,49 @@ def create_app(token: str | None = None, client: Client | None = None) -> FastAP
         """The next slots of a cron expression, local and UTC. Schedules nothing."""
         return operations.preview_cron(expr, tz, after.isoformat() if after else None, n)
 
+    codec_body = {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": CodecPayloads.model_json_schema()}},
+        }
+    }
+
+    @app.post(
+        "/codec/encode",
+        response_model=CodecPayloads,
+        responses=documented(413, 422),
+        openapi_extra=codec_body,
+    )
+    async def codec_encode(request: Request) -> JSONResponse:
+        """Codec server: encrypt payloads with the current key (unchanged when encryption is
+        off)."""
+        payloads = await read_payloads(request)
+        return payloads_response(await codec.encode(payloads) if codec else payloads)
+
+    @app.post(
+        "/codec/decode",
+        response_model=CodecPayloads,
+        responses=documented(413, 422),
+        openapi_extra=codec_body,
+    )
+    async def codec_decode(request: Request) -> JSONResponse:
+        """Codec server: decrypt payloads (unencrypted ones come back as they are); 422 names
+        the key id of a payload these keys cannot open."""
+        payloads = await read_payloads(request)
+        try:
+            if codec is not None:
+                return payloads_response(await codec.decode(payloads))
+            for payload in payloads:
+                if payload.metadata.get("encoding") == ENCODING:
+                    key_id = payload.metadata.get(KEY_ID_METADATA, b"").decode("utf-8", "replace")
+                    raise DecryptionError(
+                        f"payload encrypted with key id {key_id!r}, but this API has no "
+                        f"encryption key ({KEY_ENV} is not set)"
+                    )
+            return payloads_response(payloads)
+        except DecryptionError as err:
+            return error_response(422, "invalid", [FieldProblem(field="payloads", reason=str(err))])
+
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     async def healthz() -> Any:
         """Whether Temporal is reachable (no token needed)."""
@@ -397,6 +514,7 @@ def create_app(token: str | None = None, client: Client | None = None) -> FastAP
 
     app.openapi = openapi  # type: ignore[method-assign]
     app.add_middleware(Guard, token=token)
+    app.add_middleware(CodecCors, origins=cors_origins())  # outermost: before the token check
     return app
 
 

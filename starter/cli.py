@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from starter import dlq as dead_letters
-from starter import operations, render
+from starter import operations, render, tracing
 from starter.client import connect
 from starter.errors import JobsError, SpecError
 from workflows.models import JobStatus
@@ -49,8 +49,12 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Delayed and cron jobs on Temporal."""
+    # The tracing service name: jobs-worker, jobs-api, jobs-dev, else jobs-cli.
+    sub = ctx.invoked_subcommand
+    tracing.set_role(sub if sub in ("worker", "api", "dev") else "cli")
 
 
 # -- scheduling --------------------------------------------------------------------------
@@ -138,7 +142,9 @@ def schedule(
     raw = build_spec(name, handler, payload, at, in_, cron, tz, fields)
     now = datetime.now(UTC)
     operations.validate_spec(raw, None, now)  # bad input exits 2 even with Temporal down
-    scheduled = run(lambda client: operations.schedule(client, raw, now=now))
+    with tracing.schedule_span(raw) as span:  # the trace's root (when tracing is on)
+        scheduled = run(lambda client: operations.schedule(client, raw, now=now))
+        span.scheduled(scheduled)
     if as_json:
         emit({"job_id": scheduled.job_id, "next_run_at": scheduled.next_run_at})
     else:
@@ -450,6 +456,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as err:  # last resort: one line, never a traceback, still non-zero
         code = report_error(err)
     finally:
+        tracing.shutdown()  # os._exit skips atexit: send the spans now (bounded wait)
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code)

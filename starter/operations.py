@@ -45,7 +45,12 @@ from starter.errors import (
     TemporalUnavailable,
 )
 from workflows import cronmath
-from workflows.cron_workflow import CronJobWorkflow, cron_search_attributes
+from workflows.cron_workflow import (
+    CronJobWorkflow,
+    cron_details,
+    cron_search_attributes,
+    cron_summary,
+)
 from workflows.job_workflow import JobWorkflow, start_search_attributes
 from workflows.models import (
     JOB_HANDLER,
@@ -64,6 +69,7 @@ from workflows.models import (
     SlotTime,
     parse_spec,
 )
+from workflows.uitext import job_details, job_summary
 
 ALLOWED_HANDLERS_ENV = "JOBS_ALLOWED_HANDLERS"
 MIN_DISPATCH_LEAD = 15.0  # seconds; jobs wake between this and their dispatch_lead early
@@ -233,6 +239,8 @@ async def start(
                     search_attributes=cron_search_attributes(spec, JobStatus.SCHEDULED, first),
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                    static_summary=cron_summary(spec),
+                    static_details=cron_details(spec),
                 )
                 return Scheduled(job_id=spec.id, next_run_at=first)
             assert spec.run_at is not None
@@ -250,6 +258,8 @@ async def start(
                 search_attributes=start_search_attributes(spec, JobStatus.SCHEDULED),
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                static_summary=job_summary(spec),
+                static_details=job_details(spec),
             )
         except WorkflowAlreadyStartedError as err:
             existing = await client.get_workflow_handle(spec.id).describe()
@@ -285,9 +295,8 @@ async def status(client: Client, job_id: str) -> Report:
     # Until its first workflow task completes (a delayed job sleeping on start_delay) the
     # workflow cannot answer a query; its start event already says everything.
     if desc.raw_description.workflow_execution_info.history_length < FIRST_TASK_DONE:
-        return _with_live_state(
-            await _report_from_start(client, handle, desc), desc, datetime.now(UTC)
-        )
+        report = await _report_from_start(client, handle, desc)
+        return _with_live_state(report, desc, await _heartbeat(client, desc), datetime.now(UTC))
     try:
         async with temporal_errors(job_id):
             report = await handle.query("status", result_type=JobReport, rpc_timeout=QUERY_TIMEOUT)
@@ -295,7 +304,19 @@ async def status(client: Client, job_id: str) -> Report:
         report = None  # not started yet, or no worker answering: fall back below
     if report is None:
         report = await _report_from_start(client, handle, desc)
-    return _with_live_state(report, desc, datetime.now(UTC))
+    return _with_live_state(report, desc, await _heartbeat(client, desc), datetime.now(UTC))
+
+
+async def _heartbeat(client: Client, desc: WorkflowExecutionDescription) -> HeartbeatState | None:
+    """The running attempt's heartbeat details, decoded like every payload (they may be
+    encrypted)."""
+    pending = desc.raw_description.pending_activities
+    if not pending or not pending[0].heartbeat_details.payloads:
+        return None
+    [state] = await client.data_converter.decode(
+        pending[0].heartbeat_details.payloads[:1], [HeartbeatState]
+    )
+    return state if isinstance(state, HeartbeatState) else None
 
 
 async def _report_from_start(
@@ -321,7 +342,10 @@ async def _report_from_start(
 
 
 def _with_live_state(
-    report: JobReport, desc: WorkflowExecutionDescription, now: datetime
+    report: JobReport,
+    desc: WorkflowExecutionDescription,
+    beat: HeartbeatState | None,
+    now: datetime,
 ) -> JobReport:
     """Refine the coarse status with what only the server knows (pending vs running, ...)."""
     update: dict[str, Any] = {}
@@ -336,11 +360,10 @@ def _with_live_state(
     pending = list(desc.raw_description.pending_activities)
     if pending and report.status == JobStatus.RUNNING:
         activity = pending[0]
-        if activity.heartbeat_details.payloads:
-            state = HeartbeatState.model_validate_json(activity.heartbeat_details.payloads[0].data)
+        if beat is not None:
             known = {a.attempt for a in report.attempts}
             update["attempts"] = report.attempts + [
-                a for a in state.attempts if a.attempt not in known
+                a for a in beat.attempts if a.attempt not in known
             ]
         if activity.HasField("last_heartbeat_time"):
             update["last_heartbeat_at"] = activity.last_heartbeat_time.ToDatetime(UTC)

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         SlotRecord,
         SlotTime,
     )
+    from workflows.uitext import clip, code, job_details, job_summary, moment_text
 
 from workflows.job_workflow import JobWorkflow, start_search_attributes
 
@@ -71,6 +72,21 @@ def cron_search_attributes(
             SearchAttributePair(JOB_RUN_AT, next_run),
         ]
     )
+
+
+def cron_summary(spec: JobSpec) -> str:
+    """``send-report · http.post · cron 0 9 * * 1-5 Europe/Paris``"""
+    return job_summary(spec)
+
+
+def cron_details(spec: JobSpec) -> str:
+    return job_details(spec, "each slot runs as its own job, id `<cron id>@<slot in UTC>`")
+
+
+def tick_summary(spec: JobSpec, slot: datetime, cron: str) -> str:
+    """A slot's job: ``send-report · http.post · slot 2026-12-01 09:00 Europe/Paris (08:00
+    UTC) of cron 0 9 * * 1-5``."""
+    return job_summary(spec, f"slot {moment_text(slot, spec.timezone)} of cron {cron}")
 
 
 @workflow.defn(name="CronJobWorkflow")
@@ -110,6 +126,7 @@ class CronJobWorkflow:
             if is_cancelled_exception(err):
                 self.cancelled = True
                 workflow.upsert_search_attributes([JOB_STATUS.value_set(JobStatus.CANCELLED.value)])
+                self._show()
             raise
 
     async def _step(self) -> None:
@@ -128,12 +145,13 @@ class CronJobWorkflow:
             if until is not None and now >= until:
                 self._resume()
             else:
-                await self._wait_for_control(until)
+                label = f"paused until {self._when(until)}" if until is not None else ""
+                await self._wait_for_control(until, label)
             return
         slot, fire_at = self._plan()
         if now < fire_at:
             self._publish_next_run(slot)
-            await self._wait_for_control(fire_at)
+            await self._wait_for_control(fire_at, f"next slot {self._when(slot)}")
             return
         self.planned = None
         late = now - fire_at
@@ -194,6 +212,12 @@ class CronJobWorkflow:
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=start_search_attributes(tick, JobStatus.SCHEDULED),
+                static_summary=tick_summary(tick, slot, self.cron.expression),
+                static_details=job_details(
+                    tick,
+                    f"{outcome} slot {self._when(slot)} of cron job {code(self.spec.id)} "
+                    f"({code(self.cron.expression)} in {self.spec.timezone})",
+                ),
             )
             # The slot reports its end by signal; its result here is read only to be dropped
             # (a cancelled slot would otherwise log "exception never retrieved").
@@ -242,11 +266,14 @@ class CronJobWorkflow:
         self.state.last_slot = until
         self._record(until, outcome, detail=f"and more slots up to this time ({detail})")
 
-    async def _wait_for_control(self, until: datetime | None) -> None:
+    async def _wait_for_control(self, until: datetime | None, label: str) -> None:
+        self._show()
         seen = self.controls_seen
         timeout = (until - workflow.now()) if until is not None else None
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(self._changed_since(seen), timeout=timeout)
+            await workflow.wait_condition(
+                self._changed_since(seen), timeout=timeout, timeout_summary=clip(label) or None
+            )
 
     def _changed_since(self, seen: int) -> Callable[[], bool]:
         return lambda: self.controls_seen != seen or self._time_to_rotate()
@@ -288,6 +315,43 @@ class CronJobWorkflow:
             SlotRecord(slot=slot, outcome=outcome, job_id=job_id, status=status, detail=detail)
         )
         del self.state.recent[:-RECENT_SLOTS]
+
+    def _when(self, moment: datetime) -> str:
+        return moment_text(moment, self.spec.timezone)
+
+    def _show(self) -> None:
+        workflow.set_current_details(self.current_details())
+
+    def current_details(self) -> str:
+        """``**scheduled** · next slot ... · running: 1 · last slot ... ran (done) · ran 12``,
+        from state only, so replay rebuilds the same text."""
+        last_slot = self.state.last_slot or workflow.info().start_time
+        if self.cancelled:
+            parts = ["**cancelled**", "no further slots"]
+        elif self.state.paused:
+            until = self.state.paused_until
+            parts = ["**paused**", f"until {self._when(until)}" if until else "until resumed"]
+        else:
+            # The planned slot when there is one (no second cron computation per wait).
+            nxt = (
+                self.planned[0]
+                if self.planned
+                else cronmath.next_slot(self.cron, self.zone, last_slot)
+            )
+            parts = ["**scheduled**", f"next slot {self._when(nxt)}"]
+        if self.triggers:
+            parts.append(f"{self.triggers} manual run(s) queued")
+        if self.state.running:
+            parts.append(f"running: {len(self.state.running)}")
+        if self.state.buffered is not None:
+            parts.append(f"buffered: {self._when(self.state.buffered)}")
+        if self.state.recent:
+            last = self.state.recent[-1]
+            settled = f" ({last.status})" if last.status else ""
+            parts.append(f"last slot {self._when(last.slot)} {last.outcome}{settled}")
+        if self.state.counts:
+            parts.append(", ".join(f"{k} {v}" for k, v in sorted(self.state.counts.items())))
+        return " · ".join(parts)
 
     def _snapshot(self) -> CronState:
         return self.state.model_copy(update={"generation": self.state.generation + 1})
@@ -379,3 +443,4 @@ class CronJobWorkflow:
         for record in self.state.recent:
             if record.job_id == report.job_id:
                 record.status = report.status
+        self._show()

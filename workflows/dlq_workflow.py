@@ -18,7 +18,7 @@ has finished, so nothing is lost or applied twice across the boundary.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         DlqState,
         JobRelease,
     )
+    from workflows.uitext import clip, code, md
 
 MAX_ENTRIES = 1000
 MAX_LOG = 500
@@ -54,6 +55,7 @@ class DeadLetterQueueWorkflow:
 
     @workflow.run
     async def run(self, state: DlqState) -> None:
+        self._show()
         while True:
             await workflow.wait_condition(
                 lambda: bool(self.pending_alerts) or self._time_to_rotate()
@@ -84,6 +86,7 @@ class DeadLetterQueueWorkflow:
                 start_to_close_timeout=timedelta(seconds=30),
                 schedule_to_close_timeout=timedelta(minutes=5),
                 retry_policy=ALERT_RETRY,
+                summary=f"alert: {len(batch)} dead job(s)",
             )
             self._record("alerted", detail=f"{len(batch)} parked job(s)")
         except ActivityError as err:
@@ -155,6 +158,23 @@ class DeadLetterQueueWorkflow:
             DlqLogLine(at=workflow.now(), action=action, job_id=job_id, detail=detail)
         )
         del self.log_lines[:-MAX_LOG]
+        self._show()
+
+    def _show(self) -> None:
+        workflow.set_current_details(self.current_details())
+
+    def current_details(self) -> str:
+        """The Web UI's status (Markdown): how many dead jobs, totals, the latest action."""
+        lines = [f"**{len(self.parked)} dead job(s)** indexed (newest {MAX_ENTRIES} at most)"]
+        totals = ", ".join(f"{k} {v}" for k, v in sorted(self.totals.items()))
+        queued = f"alerts queued: {len(self.pending_alerts)}"
+        lines.append(" · ".join(p for p in (totals, queued, f"run {self.generation}") if p))
+        if self.log_lines:
+            last = self.log_lines[-1]
+            stamp = last.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            who = f" {code(last.job_id)}" if last.job_id else ""
+            lines.append(f"latest: {last.action}{who} at {stamp}: {md(clip(last.detail))}")
+        return "\n\n".join(lines)
 
     def snapshot(self, next_generation: bool = False) -> DlqState:
         return DlqState(

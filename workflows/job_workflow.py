@@ -27,6 +27,7 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    from workflows.durations import format_duration
     from workflows.models import (
         CONTROL_CUTOFF,
         DLQ_MEMO_KEY,
@@ -47,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         RunJobResult,
         SlotFinished,
     )
+    from workflows.uitext import ERROR_BYTES, clip, code, moment_text
 
 RUN_JOB = "run_job"
 # Attempts lost before their handler started (a worker or the server died while the job
@@ -134,6 +136,7 @@ class JobWorkflow:
     @workflow.run
     async def run(self, spec: JobSpec) -> JobReport:
         self._ensure_search_attributes()
+        self._show()
         try:
             outcome = "withdrawn"
             while outcome == "withdrawn":  # paused while dispatched: wait again
@@ -150,6 +153,7 @@ class JobWorkflow:
                 self.parked_at = None
                 await self._report_release(action, applied=True)
                 if action == "discard":
+                    self._show("discarded")
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     raise ApplicationError(
                         f"discarded after {len(self.attempts)} attempts: {self.last_error}",
@@ -172,8 +176,8 @@ class JobWorkflow:
 
     async def _park(self) -> None:
         """Dead: say so in visibility and the memo, then index it in the DLQ (which alerts)."""
-        self._set_status(JobStatus.DEAD)
         self.parked_at = workflow.now()
+        self._set_status(JobStatus.DEAD)
         entry = DeadEntry(
             job_id=self.spec.id,
             name=self.spec.name,
@@ -184,7 +188,9 @@ class JobWorkflow:
             round=self.round,
         )
         workflow.upsert_memo({DLQ_MEMO_KEY: entry.model_dump(mode="json")})
-        await self._tell_dlq(PARK_IN_DLQ, entry)
+        await self._tell_dlq(
+            PARK_IN_DLQ, entry, f"park in the dead-letter queue after {entry.attempts} attempt(s)"
+        )
         await self._tell_parent()
 
     async def _tell_parent(self) -> None:
@@ -205,11 +211,18 @@ class JobWorkflow:
         release = JobRelease(
             job_id=self.spec.id, action=action, applied=applied, status=self.state, round=self.round
         )
-        await self._tell_dlq(REPORT_TO_DLQ, release)
+        outcome = "applied" if applied else f"ignored (job is {self.state})"
+        await self._tell_dlq(
+            REPORT_TO_DLQ, release, f"tell the dead-letter queue: {action} {outcome}"
+        )
 
-    async def _tell_dlq(self, activity: str, message: DeadEntry | JobRelease) -> None:
+    async def _tell_dlq(self, activity: str, message: DeadEntry | JobRelease, summary: str) -> None:
         await workflow.execute_activity(
-            activity, message, start_to_close_timeout=timedelta(seconds=30), retry_policy=DLQ_RETRY
+            activity,
+            message,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=DLQ_RETRY,
+            summary=summary,
         )
 
     async def _wait_until_due(self) -> None:
@@ -231,8 +244,15 @@ class JobWorkflow:
                 wake_at = run_at - lead
             seen = self.controls_seen
             timeout = (wake_at - now) if wake_at is not None else None
+            if self.state == JobStatus.PAUSED:
+                label = f"paused until {self._when(wake_at)}"
+            else:
+                before = f"{format_duration(lead.total_seconds())} before " if lead else ""
+                label = f"wait until {before}run_at {self._when(run_at)}"
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(self._controls_changed_since(seen), timeout=timeout)
+                await workflow.wait_condition(
+                    self._controls_changed_since(seen), timeout=timeout, timeout_summary=label
+                )
 
     def _controls_changed_since(self, seen: int) -> Callable[[], bool]:
         return lambda: self.controls_seen != seen
@@ -260,10 +280,14 @@ class JobWorkflow:
             executions += 1
             suffix = f"-{executions}" if executions > 1 else ""
             self.dispatched_until = not_before
+            self._show()
+            first, last = job.spent + 1, self.spec.max_attempts
+            tries = f"attempt {first}" if first == last else f"attempts {first}-{last}"
             try:
                 outcome = await workflow.execute_activity(
                     RUN_JOB,
                     job,
+                    summary=clip(f"{self.spec.handler} · round {self.round} · {tries} of {last}"),
                     result_type=RunJobResult,
                     activity_id=f"round-{self.round}{suffix}",
                     start_to_close_timeout=attempt_allowance(self.spec),
@@ -295,6 +319,55 @@ class JobWorkflow:
         if status != self.state:
             self.state = status
             workflow.upsert_search_attributes([JOB_STATUS.value_set(status.value)])
+        self._show()
+
+    def _when(self, moment: datetime | None) -> str:
+        return "-" if moment is None else moment_text(moment, self.spec.timezone)
+
+    def _show(self, headline: str | None = None) -> None:
+        """Publish the current details: the UI's one-line status (Markdown)."""
+        workflow.set_current_details(self.current_details(headline))
+
+    def current_details(self, headline: str | None = None) -> str:
+        """``**dead** · 1 of 1 attempts failed · last error: `...` · ...``, from state only
+        (and ``workflow.now()``), so replay rebuilds the same text."""
+        spent = sum(1 for a in self.attempts if a.round == self.round and a.spent)
+        budget = self.spec.max_attempts
+        parts = [f"**{headline or self.state.value}**"]
+        match self.state:
+            case JobStatus.SCHEDULED:
+                if self.triggered:
+                    parts.append("triggered: runs now")
+                else:
+                    parts.append(f"next run {self._when(self.spec.run_at)}")
+                parts.append(f"up to {budget} attempt(s)")
+            case JobStatus.PAUSED:
+                if self.paused_until is not None:
+                    parts.append(f"until {self._when(self.paused_until)}")
+                else:
+                    parts.append(f"until resumed (`jobs resume {self.spec.id}`)")
+                parts.append(f"due {self._when(self.spec.run_at)}")
+            case JobStatus.RUNNING:
+                if self.dispatched_until is not None:
+                    parts.append(f"with a worker, starts {self._when(self.dispatched_until)}")
+                parts.append(f"attempt {spent + 1} of {budget}")
+                if spent + 1 < budget:
+                    parts.append("later retries show on the pending activity")
+            case JobStatus.DONE:
+                parts.append(f"succeeded on attempt {spent} of {budget}")
+                parts.append(f"finished {self._when(workflow.now())}")
+            case JobStatus.DEAD:
+                parts.append(f"{spent} of {budget} attempt(s) failed")
+                if headline is None:
+                    parked = f"parked {self._when(self.parked_at)}; " if self.parked_at else ""
+                    parts.append(f"{parked}requeue or discard it in the dead-letter queue")
+            case _:
+                parts.append(f"{self._when(workflow.now())}, after {len(self.attempts)} attempt(s)")
+        if self.round > 1:
+            parts.append(f"round {self.round}")
+        if self.last_error:
+            parts.append(f"last error: {code(self.last_error, ERROR_BYTES)}")
+        return " · ".join(parts)
 
     def _ensure_search_attributes(self) -> None:
         """Jobs started by hand (e.g. ``temporal workflow start``) still become listable."""
@@ -342,8 +415,8 @@ class JobWorkflow:
         # A dispatched attempt sees the paused status when it checks before run_at, and
         # withdraws without running the handler.
         self.paused_until = request.until
-        self._set_status(JobStatus.PAUSED)
         self.controls_seen += 1
+        self._set_status(JobStatus.PAUSED)
         return self.report()
 
     @pause.validator
@@ -369,6 +442,7 @@ class JobWorkflow:
         self.triggered = True
         self.paused_until = None
         self.controls_seen += 1
+        self._show()
         return self.report()
 
     @trigger.validator
