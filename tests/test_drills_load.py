@@ -396,9 +396,12 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             assert (b.started_at - a.started_at).total_seconds() >= a.retry_delay, (job.job_id, n)
             delays[n].append(a.retry_delay)
     attempts = [len(job.attempts) for job in reports]
-    for n in (1, 2, 3):  # spread by jitter across the herd, not identical
+    assert len(delays[1]) == count  # every job met the storm, so every job backed off once
+    # How many failed 3 and 4 times depends on how late a loaded server fired the herd; the
+    # delays that did happen must be spread by jitter across the herd, not identical.
+    for n in (1, 2, 3):
         low, high = retry_delay_bounds(n, base, 300, jitter)
-        assert len(delays[n]) == count, n
+        assert len(delays[n]) >= 20, n
         assert max(delays[n]) - min(delays[n]) > 0.6 * (high - low), n
     add_row(
         DrillRow(
