@@ -23,11 +23,12 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import uvicorn
 from fastapi import FastAPI, Query, Request
@@ -35,12 +36,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from google.protobuf import json_format
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.middleware.cors import CORSMiddleware
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
 
 from activities.registry import load_handlers
+from starter import board as job_board
 from starter import dlq as dead_letters
 from starter import operations, tracing
 from starter.client import connect, load_profile
@@ -54,21 +56,27 @@ from starter.errors import (
     TemporalUnavailable,
 )
 from workflows.models import (
+    MAX_NOTE,
     CronReport,
-    CronUpdate,
     JobReport,
     JobSpec,
     JobStatus,
-    PauseRequest,
+    Overlap,
     SlotTime,
 )
 
 log = logging.getLogger("jobs.api")
 
 TOKEN_ENV = "JOBS_API_TOKEN"
+# Named tokens, "alice:tok1,bob:tok2": the name is who acts in the jobs' audit trails.
+TOKENS_ENV = "JOBS_API_TOKENS"
+SINGLE_TOKEN_NAME = "api"  # the actor of JOBS_API_TOKEN
+ANONYMOUS = "anonymous"  # the actor when the API runs without tokens (loopback only)
+ACTOR_KEY = "jobs.actor"  # where Guard leaves the caller's name in the ASGI scope
+TOKEN_NAME_RE = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 MAX_BODY_BYTES = 320 * 1024  # the 256 KiB payload limit plus room for the rest of the spec
 HANDLER_CACHE_SECONDS = 30.0
-PUBLIC_PATHS = {"/healthz"}
+PUBLIC_PATHS = {"/healthz", *job_board.PUBLIC_PATHS}  # the board page and assets hold no data
 CODEC_PREFIX = "/codec/"
 CODEC_MAX_BODY_BYTES = 4 * 1024 * 1024  # a history event's payloads, base64 in JSON
 CORS_ENV = "JOBS_CODEC_CORS_ORIGINS"
@@ -96,6 +104,38 @@ class ErrorBody(BaseModel):
 class Health(BaseModel):
     temporal: Literal["ok", "unreachable"]
     detail: str = ""
+
+
+class NoteBody(BaseModel):
+    """The optional body of a control: why. Who (the token's name) and when (the server's
+    time) are added by the API and the job; the three land in the job's audit trail."""
+
+    note: str | None = Field(default=None, max_length=MAX_NOTE)
+
+
+class PauseBody(NoteBody):
+    until: datetime | None = None
+
+    @field_validator("until")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.utcoffset() is None:
+            raise ValueError("must include a timezone offset")
+        return value
+
+
+class CronChange(BaseModel):
+    """``PATCH /jobs/{id}``: change a cron; omitted fields stay as they are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str | None = None
+    timezone: str | None = None
+    overlap: Overlap | None = None
+    note: str | None = Field(default=None, max_length=MAX_NOTE)
+
+
+Body = TypeVar("Body", bound=NoteBody)
 
 
 class Released(BaseModel):
@@ -139,19 +179,27 @@ class Guard:
     """ASGI middleware: bearer token on every path but /healthz, and the body size limit,
     both enforced before FastAPI reads or parses anything."""
 
-    def __init__(self, app: ASGIApp, token: str | None):
+    def __init__(
+        self, app: ASGIApp, token: str | None = None, tokens: Mapping[str, str] | None = None
+    ):
         self.app = app
         self.token = token
+        named = dict(tokens or {})
+        if token:
+            named.setdefault(SINGLE_TOKEN_NAME, token)
+        self.tokens = [(name, secret.encode()) for name, secret in named.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.token and scope["path"] not in PUBLIC_PATHS and not self._authorized(scope):
+        actor = self._actor(scope) if self.tokens else ANONYMOUS
+        if actor is None and scope["path"] not in PUBLIC_PATHS:
             await error_response(401, "unauthorized", "missing or wrong bearer token")(
                 scope, receive, send
             )
             return
+        scope[ACTOR_KEY] = actor or ANONYMOUS
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         limit = CODEC_MAX_BODY_BYTES if scope["path"].startswith(CODEC_PREFIX) else MAX_BODY_BYTES
@@ -185,15 +233,21 @@ class Guard:
 
         await self.app(scope, replay, send)
 
-    def _authorized(self, scope: Scope) -> bool:
-        assert self.token is not None
+    def _actor(self, scope: Scope) -> str | None:
+        """The name of the bearer token presented, or None. Every token is compared (in
+        constant time), so the answer's timing does not tell which name matched."""
         for name, value in scope.get("headers") or []:
             if name == b"authorization":
                 scheme, _, given = value.decode("latin-1").partition(" ")
-                return scheme.lower() == "bearer" and hmac.compare_digest(
-                    given.strip().encode(), self.token.encode()
-                )
-        return False
+                if scheme.lower() != "bearer":
+                    return None
+                secret = given.strip().encode()
+                found = None
+                for who, expected in self.tokens:
+                    if hmac.compare_digest(secret, expected) and found is None:
+                        found = who
+                return found
+        return None
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         response = error_response(413, "too_large", f"request body over {limit} bytes")
@@ -274,9 +328,86 @@ async def read_object(request: Request) -> dict[str, Any]:
     return data
 
 
-def create_app(token: str | None = None, client: Client | None = None) -> FastAPI:
-    """The API. ``token`` (default ``JOBS_API_TOKEN``) turns on bearer authentication."""
-    token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+def load_tokens() -> dict[str, str]:
+    """Bearer tokens by name: ``JOBS_API_TOKEN`` (named ``api``) and ``JOBS_API_TOKENS``
+    (``alice:tok1,bob:tok2``). A malformed list stops the API at start-up (never echoing a
+    token)."""
+    tokens: dict[str, str] = {}
+    single = os.environ.get(TOKEN_ENV)
+    if single:
+        tokens[SINGLE_TOKEN_NAME] = single
+    for item in os.environ.get(TOKENS_ENV, "").split(","):
+        if not item.strip():
+            continue
+        name, sep, secret = (part.strip() for part in item.strip().partition(":"))
+        if not sep or not secret or not TOKEN_NAME_RE.fullmatch(name):
+            raise SpecError(
+                [
+                    (
+                        TOKENS_ENV,
+                        "each entry must be name:token, the name 1-64 letters, digits or . _ @ -",
+                    )
+                ]
+            )
+        if name in tokens:
+            taken = (
+                f" ({TOKEN_ENV} is named {SINGLE_TOKEN_NAME})" if name == SINGLE_TOKEN_NAME else ""
+            )
+            raise SpecError([(TOKENS_ENV, f"the name {name!r} is given twice{taken}")])
+        if secret in tokens.values():
+            raise SpecError([(TOKENS_ENV, f"{name!r} has the same token as another name")])
+        tokens[name] = secret
+    return tokens
+
+
+def actor_of(request: Request) -> str:
+    """Who is calling, for the audit trail: the token's name (set by :class:`Guard`)."""
+    return str(request.scope.get(ACTOR_KEY) or ANONYMOUS)
+
+
+async def read_control(request: Request, model: type[Body], note: str | None) -> Body:
+    """A control's optional JSON body (any content type; empty is none), with ``note`` also
+    accepted as a query parameter."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw) if raw.strip() else None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise SpecError([("body", f"not valid JSON: {err}")]) from err
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise SpecError([("body", "must be a JSON object")])
+    if note is not None:
+        if data.get("note") is not None:
+            raise SpecError([("note", "give it in the body or as a query parameter, not both")])
+        data = {**data, "note": note}
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise SpecError.from_validation(err) from err
+
+
+def control_body(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAPI for a control's optional body (read by :func:`read_control`)."""
+    schema = {"schema": model.model_json_schema()}
+    return {"requestBody": {"required": False, "content": {"application/json": schema}}}
+
+
+NOTE_QUERY = Query(
+    None, max_length=MAX_NOTE, description="Why (the audit trail); or `note` in the body."
+)
+
+
+def create_app(
+    token: str | None = None,
+    client: Client | None = None,
+    tokens: Mapping[str, str] | None = None,
+) -> FastAPI:
+    """The API. ``token`` (named ``api``) and ``tokens`` (name -> token) turn on bearer
+    authentication; both default to the environment (``JOBS_API_TOKEN``, ``JOBS_API_TOKENS``)."""
+    if token is None and tokens is None:
+        tokens = load_tokens()
+    else:
+        tokens = {**({SINGLE_TOKEN_NAME: token} if token else {}), **(tokens or {})}
     load_handlers()  # a broken JOBS_HANDLER_MODULES fails here, at start-up, not per request
     codec = codec_from_env()  # so does a bad JOBS_ENCRYPTION_KEY
     if client is None:
@@ -371,47 +502,71 @@ def create_app(token: str | None = None, client: Client | None = None) -> FastAP
         return await operations.status(await backend.client(), job_id)
 
     @app.delete(
-        "/jobs/{job_id}", response_model=Released, status_code=202, responses=documented(404, 409)
+        "/jobs/{job_id}",
+        response_model=Released,
+        status_code=202,
+        responses=documented(404, 409, 422),
+        openapi_extra=control_body(NoteBody),
     )
-    async def cancel_job(job_id: str) -> Released:
+    async def cancel_job(job_id: str, request: Request, note: str | None = NOTE_QUERY) -> Released:
         """Cancel a job (a running attempt is cancelled through its heartbeat) or a cron."""
-        await operations.cancel(await backend.client(), job_id)
+        body = await read_control(request, NoteBody, note)
+        await operations.cancel(await backend.client(), job_id, body.note, actor_of(request))
         return Released(job_id=job_id, action="cancel")
 
     @app.post(
         "/jobs/{job_id}/trigger",
         response_model=JobReport | CronReport,
-        responses=documented(404, 409),
+        responses=documented(404, 409, 422),
+        openapi_extra=control_body(NoteBody),
     )
-    async def trigger_job(job_id: str) -> JobReport | CronReport:
+    async def trigger_job(
+        job_id: str, request: Request, note: str | None = NOTE_QUERY
+    ) -> JobReport | CronReport:
         """Run a waiting job now; a cron runs one extra slot now."""
-        return await operations.trigger(await backend.client(), job_id)
+        body = await read_control(request, NoteBody, note)
+        return await operations.trigger(
+            await backend.client(), job_id, body.note, actor_of(request)
+        )
 
     @app.post(
         "/jobs/{job_id}/pause",
         response_model=JobReport | CronReport,
         responses=documented(404, 409, 422),
+        openapi_extra=control_body(PauseBody),
     )
-    async def pause_job(job_id: str, body: PauseRequest | None = None) -> JobReport | CronReport:
+    async def pause_job(
+        job_id: str, request: Request, note: str | None = NOTE_QUERY
+    ) -> JobReport | CronReport:
         """Hold a waiting job or a cron, optionally until a time."""
-        until = body.until if body else None
-        return await operations.pause(await backend.client(), job_id, until)
+        body = await read_control(request, PauseBody, note)
+        return await operations.pause(
+            await backend.client(), job_id, body.until, body.note, actor_of(request)
+        )
 
     @app.post(
         "/jobs/{job_id}/resume",
         response_model=JobReport | CronReport,
-        responses=documented(404, 409),
+        responses=documented(404, 409, 422),
+        openapi_extra=control_body(NoteBody),
     )
-    async def resume_job(job_id: str) -> JobReport | CronReport:
-        return await operations.resume(await backend.client(), job_id)
+    async def resume_job(
+        job_id: str, request: Request, note: str | None = NOTE_QUERY
+    ) -> JobReport | CronReport:
+        body = await read_control(request, NoteBody, note)
+        return await operations.resume(await backend.client(), job_id, body.note, actor_of(request))
 
     @app.patch(
         "/jobs/{job_id}", response_model=JobReport | CronReport, responses=documented(404, 409, 422)
     )
-    async def update_cron(job_id: str, change: CronUpdate) -> JobReport | CronReport:
-        """Change a cron's expression, zone or overlap policy."""
+    async def update_cron(
+        job_id: str, change: CronChange, request: Request
+    ) -> JobReport | CronReport:
+        """Change a cron's expression, zone or overlap policy (``note``: why)."""
         checked = operations.cron_update(change.cron, change.timezone, change.overlap)
-        return await operations.update_cron(await backend.client(), job_id, checked)
+        return await operations.update_cron(
+            await backend.client(), job_id, checked, change.note, actor_of(request)
+        )
 
     @app.get("/dlq", response_model=dead_letters.DeadPage, responses=documented(422))
     async def list_dead(
@@ -422,16 +577,32 @@ def create_app(token: str | None = None, client: Client | None = None) -> FastAP
         """Parked jobs, newest first (the JobStatus="dead" visibility query)."""
         return await dead_letters.list_dead(await backend.client(), limit, page_token, handler)
 
-    @app.post("/dlq/{job_id}/requeue", response_model=Released, responses=documented(404, 409))
-    async def requeue(job_id: str) -> Released:
+    @app.post(
+        "/dlq/{job_id}/requeue",
+        response_model=Released,
+        responses=documented(404, 409, 422),
+        openapi_extra=control_body(NoteBody),
+    )
+    async def requeue(job_id: str, request: Request, note: str | None = NOTE_QUERY) -> Released:
         """Run a dead job again with a fresh attempt budget."""
-        await dead_letters.release(await backend.client(), job_id, "requeue")
+        body = await read_control(request, NoteBody, note)
+        await dead_letters.release(
+            await backend.client(), job_id, "requeue", body.note, actor_of(request)
+        )
         return Released(job_id=job_id, action="requeue")
 
-    @app.post("/dlq/{job_id}/discard", response_model=Released, responses=documented(404, 409))
-    async def discard(job_id: str) -> Released:
+    @app.post(
+        "/dlq/{job_id}/discard",
+        response_model=Released,
+        responses=documented(404, 409, 422),
+        openapi_extra=control_body(NoteBody),
+    )
+    async def discard(job_id: str, request: Request, note: str | None = NOTE_QUERY) -> Released:
         """End a dead job for good."""
-        await dead_letters.release(await backend.client(), job_id, "discard")
+        body = await read_control(request, NoteBody, note)
+        await dead_letters.release(
+            await backend.client(), job_id, "discard", body.note, actor_of(request)
+        )
         return Released(job_id=job_id, action="discard")
 
     @app.get("/cron/preview", response_model=list[SlotTime], responses=documented(422))
@@ -499,12 +670,14 @@ def create_app(token: str | None = None, client: Client | None = None) -> FastAP
             )
         return Health(temporal="ok")
 
+    job_board.install(app, backend.client)  # GET / (the page) and GET /board (its data)
+
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(
                 title=app.title, version=app.version, summary=app.summary, routes=app.routes
             )
-            if token:
+            if tokens:
                 schema.setdefault("components", {})["securitySchemes"] = {
                     "bearer": {"type": "http", "scheme": "bearer"}
                 }
@@ -513,7 +686,7 @@ def create_app(token: str | None = None, client: Client | None = None) -> FastAP
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    app.add_middleware(Guard, token=token)
+    app.add_middleware(Guard, tokens=tokens)
     app.add_middleware(CodecCors, origins=cors_origins())  # outermost: before the token check
     return app
 
@@ -527,8 +700,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_binding(host: str, token: str | None) -> None:
-    """Anything but loopback needs a token: refuse to start otherwise."""
+def check_binding(host: str, token: str | Mapping[str, str] | None) -> None:
+    """Anything but loopback needs a token (``JOBS_API_TOKEN`` or ``JOBS_API_TOKENS``):
+    refuse to start otherwise."""
     if not is_loopback(host) and not token:
         raise SpecError([("host", f"binding to {host} needs {TOKEN_ENV} set (a bearer token)")])
 
@@ -543,9 +717,9 @@ class EmbeddedServer(uvicorn.Server):
 
 def server(host: str, port: int, embedded: bool = False) -> uvicorn.Server:
     """A uvicorn server for the API; refuses a non-loopback host without a token."""
-    token = os.environ.get(TOKEN_ENV) or None
-    check_binding(host, token)
+    tokens = load_tokens()
+    check_binding(host, tokens)
     config = uvicorn.Config(
-        create_app(token), host=host, port=port, log_level="warning", access_log=False
+        create_app(tokens=tokens), host=host, port=port, log_level="warning", access_log=False
     )
     return EmbeddedServer(config) if embedded else uvicorn.Server(config)

@@ -9,6 +9,7 @@ and turn a success into a SIGABRT for the calling script.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import os
 import sys
@@ -46,6 +47,21 @@ def emit(data: Any) -> None:
 
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+
+
+def note_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--note", help="Why: kept in the job's audit trail with who (cli:<user>) and when."
+    )(fn)
+
+
+def cli_actor() -> str:
+    """Who acts, for the audit trail: ``cli:<OS user>``."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name in the environment nor the user database
+        user = "unknown"
+    return f"cli:{user}"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -227,14 +243,23 @@ def preview(expression: str, tz: str, after: str | None, count: int, as_json: bo
 @click.option("--cron", "expression", help="New cron expression.")
 @click.option("--tz", help="New IANA time zone.")
 @click.option("--overlap", type=click.Choice(["skip", "buffer_one", "allow_all", "cancel_other"]))
+@note_option
 @json_option
 def update(
-    job_id: str, expression: str | None, tz: str | None, overlap: str | None, as_json: bool
+    job_id: str,
+    expression: str | None,
+    tz: str | None,
+    overlap: str | None,
+    note: str | None,
+    as_json: bool,
 ) -> None:
     """Change a cron job's expression, zone or overlap policy."""
     change = operations.cron_update(expression, tz, overlap)
+    operations.check_note(note)  # a bad note exits 2 before anything is sent
     control(
-        f"updated {job_id}", lambda client: operations.update_cron(client, job_id, change), as_json
+        f"updated {job_id}",
+        lambda client: operations.update_cron(client, job_id, change, note, cli_actor()),
+        as_json,
     )
 
 
@@ -251,11 +276,15 @@ def control(verb: str, call: Callable[[Client], Awaitable[Any]], as_json: bool) 
 
 @cli.command()
 @click.argument("job_id")
+@note_option
 @json_option
-def cancel(job_id: str, as_json: bool) -> None:
+def cancel(job_id: str, note: str | None, as_json: bool) -> None:
     """Cancel a job; a running attempt is stopped through its heartbeat."""
+    operations.check_note(note)
     control(
-        f"cancel requested for {job_id}", lambda client: operations.cancel(client, job_id), as_json
+        f"cancel requested for {job_id}",
+        lambda client: operations.cancel(client, job_id, note, cli_actor()),
+        as_json,
     )
 
 
@@ -266,26 +295,44 @@ def cancel(job_id: str, as_json: bool) -> None:
     type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M%z"]),
     help="Resume by itself at this time (ISO-8601 with offset).",
 )
+@note_option
 @json_option
-def pause(job_id: str, until: datetime | None, as_json: bool) -> None:
+def pause(job_id: str, until: datetime | None, note: str | None, as_json: bool) -> None:
     """Hold a waiting job (optionally until a time)."""
-    control(f"paused {job_id}", lambda client: operations.pause(client, job_id, until), as_json)
+    operations.check_note(note)
+    control(
+        f"paused {job_id}",
+        lambda client: operations.pause(client, job_id, until, note, cli_actor()),
+        as_json,
+    )
 
 
 @cli.command()
 @click.argument("job_id")
+@note_option
 @json_option
-def resume(job_id: str, as_json: bool) -> None:
+def resume(job_id: str, note: str | None, as_json: bool) -> None:
     """Release a paused job."""
-    control(f"resumed {job_id}", lambda client: operations.resume(client, job_id), as_json)
+    operations.check_note(note)
+    control(
+        f"resumed {job_id}",
+        lambda client: operations.resume(client, job_id, note, cli_actor()),
+        as_json,
+    )
 
 
 @cli.command()
 @click.argument("job_id")
+@note_option
 @json_option
-def trigger(job_id: str, as_json: bool) -> None:
+def trigger(job_id: str, note: str | None, as_json: bool) -> None:
     """Run a waiting job now."""
-    control(f"triggered {job_id}", lambda client: operations.trigger(client, job_id), as_json)
+    operations.check_note(note)
+    control(
+        f"triggered {job_id}",
+        lambda client: operations.trigger(client, job_id, note, cli_actor()),
+        as_json,
+    )
 
 
 # -- dead-letter queue --------------------------------------------------------------------
@@ -331,17 +378,23 @@ def dlq_log(limit: int, as_json: bool) -> None:
 
 
 def release_command(action: dead_letters.Action) -> Callable[..., None]:
-    def command(job_id: str | None, all_: bool, handler: str | None, as_json: bool) -> None:
+    def command(
+        job_id: str | None, all_: bool, handler: str | None, note: str | None, as_json: bool
+    ) -> None:
         if all_ == (job_id is not None):
             raise click.UsageError("give a job id or --all")
         if handler and not all_:
             raise click.UsageError("--handler goes with --all")
+        operations.check_note(note)
+        actor = cli_actor()
         if job_id is not None:
-            run(lambda client: dead_letters.release(client, job_id, action))
+            run(lambda client: dead_letters.release(client, job_id, action, note, actor))
             result: dict[str, Any] = {"job_id": job_id, "action": action}
             text = f"{action} sent to {job_id}"
         else:
-            count = run(lambda client: dead_letters.release_all(client, action, handler))
+            count = run(
+                lambda client: dead_letters.release_all(client, action, handler, note, actor)
+            )
             result = {"action": action, "count": count}
             text = f"{action} sent to {count} dead job(s)"
         click.echo(json.dumps(result) if as_json else text)
@@ -349,6 +402,7 @@ def release_command(action: dead_letters.Action) -> Callable[..., None]:
     past = "requeued (fresh attempts)" if action == "requeue" else "discarded (dead for good)"
     command.__doc__ = f"Have one dead job, or all (--all [--handler H]), {past}."
     command = json_option(command)
+    command = note_option(command)
     command = click.option("--handler", help="With --all: only this handler's jobs.")(command)
     command = click.option("--all", "all_", is_flag=True, help="Every dead job.")(command)
     command = click.argument("job_id", required=False)(command)

@@ -26,6 +26,7 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
     print(f"starting Temporal dev server (state in {server.db_file}) ...", flush=True)
     client = await server.start()
     os.environ["TEMPORAL_ADDRESS"] = server.address  # for anything this process starts
+    os.environ.setdefault("JOBS_UI_URL", f"http://localhost:{ui_port}")  # the board's links
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -42,6 +43,7 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
             print(f"Temporal:  {server.address}  (export TEMPORAL_ADDRESS={server.address})")
             print(f"Web UI:    http://localhost:{ui_port}/namespaces/default/workflows")
             print(f"API:       http://127.0.0.1:{api_port}  (docs: /docs)")
+            print(f"board:     http://127.0.0.1:{api_port}/")
             print(f"worker:    polling task queue {worker.config()['task_queue']!r}")
             print("Ctrl-C stops everything.", flush=True)
             if demo:

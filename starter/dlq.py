@@ -14,6 +14,7 @@ from uuid import uuid4
 
 from pydantic import BaseModel
 from temporalio.api.batch.v1 import BatchOperationSignal
+from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import BatchOperationState
 from temporalio.api.workflowservice.v1 import (
     DescribeBatchOperationRequest,
@@ -24,6 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
 from starter.operations import (
+    check_note,
     decode_token,
     describe,
     encode_token,
@@ -39,6 +41,7 @@ from workflows.models import (
     JOB_STATUS,
     DeadEntry,
     DlqLogLine,
+    ReleaseRequest,
 )
 
 Action = Literal["requeue", "discard"]
@@ -121,8 +124,22 @@ async def audit_log(client: Client, limit: int = 100) -> list[DlqLogLine]:
     return lines
 
 
-async def release(client: Client, job_id: str, action: Action) -> None:
-    """Requeue or discard one dead job; anything not dead is a clear error."""
+def release_request(note: str | None, actor: str | None) -> ReleaseRequest | None:
+    """Who and why, for the job's audit trail; None keeps the signal's argument-less shape."""
+    note = check_note(note)
+    return ReleaseRequest(actor=actor, note=note) if note or actor else None
+
+
+async def release(
+    client: Client,
+    job_id: str,
+    action: Action,
+    note: str | None = None,
+    actor: str | None = None,
+) -> None:
+    """Requeue or discard one dead job; anything not dead is a clear error. The job records
+    who and why in its audit trail when the signal reaches it."""
+    request = release_request(note, actor)
     handle, desc = await describe(client, job_id)
     require_open(job_id, action, desc)
     status = desc.typed_search_attributes.get(JOB_STATUS)
@@ -130,15 +147,26 @@ async def release(client: Client, job_id: str, action: Action) -> None:
         raise InvalidTransition(f"cannot {action}: job {job_id!r} is {status}, not dead")
     async with temporal_errors(job_id):
         # Straight to the job (which reports to the DLQ): one hop fewer than via the DLQ.
-        await handle.signal(action)
+        await handle.signal(action, *([request] if request else []))
 
 
-async def release_all(client: Client, action: Action, handler: str | None = None) -> int:
+async def release_all(
+    client: Client,
+    action: Action,
+    handler: str | None = None,
+    note: str | None = None,
+    actor: str | None = None,
+) -> int:
     """Signal every matching dead job through a Temporal batch operation; returns how many.
 
-    Safe to run twice: a job that is no longer dead ignores the signal.
+    Safe to run twice: a job that is no longer dead ignores the signal. Each job records
+    who and why (the signal's input) in its audit trail.
     """
     query = dead_query(handler)
+    request = release_request(note, actor)
+    signal_input = (
+        Payloads(payloads=await client.data_converter.encode([request])) if request else None
+    )
     async with temporal_errors():
         if (await client.count_workflows(query)).count == 0:
             return 0
@@ -149,7 +177,9 @@ async def release_all(client: Client, action: Action, handler: str | None = None
                 visibility_query=query,
                 job_id=batch_id,
                 reason=f"jobs dlq {action} --all" + (f" --handler {handler}" if handler else ""),
-                signal_operation=BatchOperationSignal(signal=action, identity=client.identity),
+                signal_operation=BatchOperationSignal(
+                    signal=action, identity=client.identity, input=signal_input
+                ),
             )
         )
         deadline = time.monotonic() + BATCH_TIMEOUT

@@ -57,7 +57,9 @@ from workflows.models import (
     JOB_NAME,
     JOB_RUN_AT,
     JOB_STATUS,
+    MAX_NOTE,
     REGISTRY_WORKFLOW_ID,
+    ControlRequest,
     CronInput,
     CronReport,
     CronUpdate,
@@ -456,29 +458,74 @@ async def _update(client: Client, job_id: str, name: str, arg: BaseModel | None 
     )
 
 
-async def pause(client: Client, job_id: str, until: datetime | None = None) -> Report:
-    return await _update(client, job_id, "pause", PauseRequest(until=until))
+def check_note(note: str | None) -> str | None:
+    """An operator's note for the audit trail: trimmed, blank is none, at most MAX_NOTE."""
+    if note is None or not note.strip():
+        return None
+    note = note.strip()
+    if len(note) > MAX_NOTE:
+        raise SpecError([("note", f"must be at most {MAX_NOTE} characters (got {len(note)})")])
+    return note
 
 
-async def resume(client: Client, job_id: str) -> Report:
-    return await _update(client, job_id, "resume")
+def control_request(note: str | None = None, actor: str | None = None) -> ControlRequest | None:
+    """Who and why for a control; None (the control's older, argument-less shape) when the
+    caller says neither."""
+    note = check_note(note)
+    return ControlRequest(actor=actor, note=note) if note or actor else None
 
 
-async def trigger(client: Client, job_id: str) -> Report:
-    return await _update(client, job_id, "trigger")
+async def pause(
+    client: Client,
+    job_id: str,
+    until: datetime | None = None,
+    note: str | None = None,
+    actor: str | None = None,
+) -> Report:
+    request = PauseRequest(until=until, note=check_note(note), actor=actor)
+    return await _update(client, job_id, "pause", request)
 
 
-async def update_cron(client: Client, job_id: str, change: CronUpdate) -> Report:
+async def resume(
+    client: Client, job_id: str, note: str | None = None, actor: str | None = None
+) -> Report:
+    return await _update(client, job_id, "resume", control_request(note, actor))
+
+
+async def trigger(
+    client: Client, job_id: str, note: str | None = None, actor: str | None = None
+) -> Report:
+    return await _update(client, job_id, "trigger", control_request(note, actor))
+
+
+async def update_cron(
+    client: Client,
+    job_id: str,
+    change: CronUpdate,
+    note: str | None = None,
+    actor: str | None = None,
+) -> Report:
     """Change a cron's expression, zone or overlap policy (validated by the workflow)."""
+    if note is not None or actor is not None:
+        change = change.model_copy(update={"note": check_note(note), "actor": actor})
     return await _update(client, job_id, "update", change)
 
 
-async def cancel(client: Client, job_id: str) -> None:
-    """Request cancellation; a running attempt is cancelled through its heartbeat."""
+async def cancel(
+    client: Client, job_id: str, note: str | None = None, actor: str | None = None
+) -> None:
+    """Request cancellation; a running attempt is cancelled through its heartbeat.
+
+    The ``cancel_requested`` signal goes first, so the job's audit trail has who and why
+    (recorded at the server's time) before the cancellation reaches it; like the
+    cancellation itself it needs no worker to be accepted."""
+    request = ControlRequest(actor=actor, note=check_note(note))
     handle, desc = await describe(client, job_id)
     require_open(job_id, "cancel", desc)
     async with temporal_errors(job_id):
-        await handle.cancel()
+        await handle.signal("cancel_requested", request)
+        why = f": {request.note}" if request.note else ""
+        await handle.cancel(reason=f"cancelled by {request.actor or 'unknown'}{why}")
 
 
 class _Problems:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from workflows.durations import format_duration
-from workflows.models import CronReport, JobReport, JobStatus
+from workflows.models import AuditEntry, CronReport, JobReport, JobStatus
 
 
 def when(moment: datetime | None, now: datetime | None = None) -> str:
@@ -82,7 +82,23 @@ def report_text(report: JobReport, now: datetime | None = None) -> str:
             for a in report.attempts
         ]
         lines += ["", table(["#", "round", "started", "took", "worker", "outcome", "error"], rows)]
+    lines += audit_table(report.audit, now)
     return "\n".join(lines)
+
+
+def _one_line(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def audit_table(entries: Sequence[AuditEntry], now: datetime) -> list[str]:
+    """The audit trail, oldest first: when (server time), action, who, note, detail."""
+    if not entries:
+        return []
+    rows = [
+        [when(e.at, now), e.action, e.actor, _one_line(e.note), _one_line(e.detail)]
+        for e in entries
+    ]
+    return ["", table(["audit trail", "action", "by", "note", "detail"], rows)]
 
 
 def cron_text(report: CronReport, now: datetime | None = None) -> str:
@@ -107,6 +123,7 @@ def cron_text(report: CronReport, now: datetime | None = None) -> str:
     if report.counts:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items()))
         lines += ["", f"counts:  {counts}"]
+    lines += audit_table(report.audit, now)
     return "\n".join(lines)
 
 

@@ -115,7 +115,13 @@ async def test_one_shot_job_reads_like_a_job_board(dev_client: Client, worker: N
     assert f"- schedule: once, at {due}" in details
     assert "- attempts: up to 8 (" in details
 
-    assert scheduled == f"**scheduled** · next run {due} · up to 8 attempt(s)"
+    # The status line, then the operator's trail (the pause and resume above, no actor given).
+    status_line, trail = scheduled.split("\n\n")
+    assert status_line == f"**scheduled** · next run {due} · up to 8 attempt(s)"
+    head, paused_line, resumed_line = trail.splitlines()
+    assert head == "operator actions (last 2 of 2):"
+    assert paused_line.startswith("- pause by `unknown` at ")
+    assert resumed_line.startswith("- resume by `unknown` at ")
     done = await current_details(handle)
     assert done.startswith("**done** · succeeded on attempt 1 of 8 · finished ")
     assert "last error" not in done

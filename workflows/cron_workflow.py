@@ -29,10 +29,15 @@ with workflow.unsafe.imports_passed_through():
     # and would load a fresh copy (with restricted ZoneInfo proxies) into every workflow run.
     import workflows.cronmath as cronmath
     from workflows.models import (
+        AUDIT_LIMIT,
         JOB_HANDLER,
         JOB_NAME,
         JOB_RUN_AT,
         JOB_STATUS,
+        UNKNOWN_ACTOR,
+        AuditAction,
+        AuditEntry,
+        ControlRequest,
         CronInput,
         CronReport,
         CronState,
@@ -45,7 +50,14 @@ with workflow.unsafe.imports_passed_through():
         SlotRecord,
         SlotTime,
     )
-    from workflows.uitext import clip, code, job_details, job_summary, moment_text
+    from workflows.uitext import (
+        audit_details,
+        clip,
+        code,
+        job_details,
+        job_summary,
+        moment_text,
+    )
 
 from workflows.job_workflow import JobWorkflow, start_search_attributes
 
@@ -99,6 +111,7 @@ class CronJobWorkflow:
         self.triggers = 0  # manual runs requested and not yet started
         self.controls_seen = 0  # bumps on every control or report so a wait re-evaluates
         self.cancelled = False
+        self.cancel_noted = False  # the cancel_requested signal recorded who and why
         self.planned: tuple[datetime, datetime] | None = None  # (slot, fire time with jitter)
         self.next_run_upserted: datetime | None = None
         self._load_schedule()
@@ -124,6 +137,7 @@ class CronJobWorkflow:
                 await self._step()
         except BaseException as err:
             if is_cancelled_exception(err):
+                self._note_cancellation("no further slots")
                 self.cancelled = True
                 workflow.upsert_search_attributes([JOB_STATUS.value_set(JobStatus.CANCELLED.value)])
                 self._show()
@@ -351,7 +365,32 @@ class CronJobWorkflow:
             parts.append(f"last slot {self._when(last.slot)} {last.outcome}{settled}")
         if self.state.counts:
             parts.append(", ".join(f"{k} {v}" for k, v in sorted(self.state.counts.items())))
-        return " · ".join(parts)
+        trail = audit_details(self.state.audit, self.spec.timezone)
+        return " · ".join(parts) + (f"\n\n{trail}" if trail else "")
+
+    def _audit(
+        self, action: AuditAction, request: ControlRequest | None, detail: str | None = None
+    ) -> None:
+        """Record an operator action in the cron's trail (carried across continue-as-new)."""
+        request = request or ControlRequest()
+        self.state.audit.append(
+            AuditEntry(
+                action=action,
+                actor=request.actor or UNKNOWN_ACTOR,
+                at=workflow.now(),
+                note=request.note,
+                detail=detail,
+            )
+        )
+        del self.state.audit[:-AUDIT_LIMIT]
+        self._show()
+
+    def _note_cancellation(self, detail: str | None) -> None:
+        """A cancellation without our ``cancel_requested`` signal first (e.g. ``temporal
+        workflow cancel --reason ...``): its reason, if any, goes in the trail as the note."""
+        reason = workflow.cancellation_reason()
+        if not self.cancel_noted and reason:
+            self._audit("cancel", ControlRequest(note=reason), detail)
 
     def _snapshot(self) -> CronState:
         return self.state.model_copy(update={"generation": self.state.generation + 1})
@@ -384,6 +423,7 @@ class CronJobWorkflow:
             running=sorted(self.state.running),
             counts=dict(self.state.counts),
             generation=self.state.generation,
+            audit=list(self.state.audit),
         )
 
     # -- updates and signals ---------------------------------------------------------------
@@ -392,6 +432,9 @@ class CronJobWorkflow:
     async def pause(self, request: PauseRequest) -> CronReport:
         self.state.paused_until = request.until
         self._set_paused(True)
+        self._audit(
+            "pause", request, f"until {self._when(request.until)}" if request.until else None
+        )
         return self.status()
 
     @pause.validator
@@ -400,25 +443,27 @@ class CronJobWorkflow:
             raise ValueError("cannot pause: until is in the past")
 
     @workflow.update
-    async def resume(self) -> CronReport:
+    async def resume(self, request: ControlRequest | None = None) -> CronReport:
         self._resume()
+        self._audit("resume", request)
         return self.status()
 
     @resume.validator
-    def _check_resume(self) -> None:
+    def _check_resume(self, request: ControlRequest | None = None) -> None:
         if not self.state.paused:
             raise ValueError("cannot resume: the cron is not paused")
 
     @workflow.update
-    async def trigger(self) -> CronReport:
+    async def trigger(self, request: ControlRequest | None = None) -> CronReport:
         """Run one extra slot now (recorded as manual), whatever the overlap policy."""
         self.triggers += 1
         self.controls_seen += 1
+        self._audit("trigger", request, "one extra slot now")
         return self.status()
 
     @workflow.update(name="update")
     async def update_schedule(self, change: CronUpdate) -> CronReport:
-        updates = {k: v for k, v in change.model_dump().items() if v is not None}
+        updates = change.schedule_changes()
         self.spec = self.spec.model_copy(update=updates)
         self._load_schedule()
         # The new schedule starts from now: slots of the new expression in the past are not due.
@@ -426,6 +471,8 @@ class CronJobWorkflow:
         self.state.last_slot = max(self.state.last_slot, workflow.now())
         self.planned = None
         self.controls_seen += 1
+        changed = ", ".join(f"{key} {value}" for key, value in updates.items())
+        self._audit("update", ControlRequest(actor=change.actor, note=change.note), changed)
         return self.status()
 
     @update_schedule.validator
@@ -435,6 +482,12 @@ class CronJobWorkflow:
             cronmath.parse(change.cron)
         if change.timezone is not None:
             cronmath.zone(change.timezone)
+
+    @workflow.signal
+    def cancel_requested(self, request: ControlRequest | None = None) -> None:
+        """Who cancels and why: sent just before the workflow cancellation itself."""
+        self.cancel_noted = True
+        self._audit("cancel", request, "no further slots")
 
     @workflow.signal
     def slot_finished(self, report: SlotFinished) -> None:

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         DlqLogLine,
         DlqState,
         JobRelease,
+        ReleaseRequest,
     )
     from workflows.uitext import clip, code, md
 
@@ -105,12 +106,14 @@ class DeadLetterQueueWorkflow:
         self._record("parked", entry.job_id, f"after {entry.attempts} attempts: {entry.last_error}")
 
     @workflow.signal
-    async def requeue(self, job_id: str) -> None:
-        """Run a dead job again with a fresh attempt budget (the job applies it only if dead)."""
+    async def requeue(self, job_id: str | ReleaseRequest) -> None:
+        """Run a dead job again with a fresh attempt budget (the job applies it only if dead).
+
+        Takes a job id, or a ReleaseRequest (job id, who, why) that the job records."""
         await self._forward("requeue", job_id)
 
     @workflow.signal
-    async def discard(self, job_id: str) -> None:
+    async def discard(self, job_id: str | ReleaseRequest) -> None:
         """End a dead job for good (the job applies it only if dead)."""
         await self._forward("discard", job_id)
 
@@ -123,12 +126,27 @@ class DeadLetterQueueWorkflow:
         if entry is not None and entry.round <= release.round:
             del self.parked[release.job_id]
         action = "requeued" if release.action == "requeue" else "discarded"
-        self._record(action, release.job_id, f"round {release.round}")
+        detail = f"round {release.round}"
+        if release.actor:
+            detail += f" by {release.actor}"
+        if release.note:
+            detail += f": {release.note}"
+        self._record(action, release.job_id, detail)
 
-    async def _forward(self, action: str, job_id: str) -> None:
+    async def _forward(self, action: str, request: str | ReleaseRequest) -> None:
+        # The argument tells the job the request came from here, so it answers back. A bare
+        # job id (the older shape) is forwarded as before; a request keeps who and why.
+        forwarded: str | ReleaseRequest = DLQ_WORKFLOW_ID
+        if isinstance(request, ReleaseRequest):
+            job_id = request.job_id or ""
+            forwarded = request.model_copy(update={"source": DLQ_WORKFLOW_ID})
+        else:
+            job_id = request
+        if not job_id:
+            self._record("ignored", "", f"{action}: no job id given")
+            return
         try:
-            # The argument tells the job the request came from here, so it answers back.
-            await workflow.get_external_workflow_handle(job_id).signal(action, DLQ_WORKFLOW_ID)
+            await workflow.get_external_workflow_handle(job_id).signal(action, forwarded)
         except FailureError as err:
             self._record("ignored", job_id, f"{action}: no running job with this id ({err})")
             return

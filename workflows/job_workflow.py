@@ -29,6 +29,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 with workflow.unsafe.imports_passed_through():
     from workflows.durations import format_duration
     from workflows.models import (
+        AUDIT_LIMIT,
         CONTROL_CUTOFF,
         DLQ_MEMO_KEY,
         DLQ_WORKFLOW_ID,
@@ -36,7 +37,11 @@ with workflow.unsafe.imports_passed_through():
         JOB_NAME,
         JOB_RUN_AT,
         JOB_STATUS,
+        UNKNOWN_ACTOR,
         AttemptRecord,
+        AuditAction,
+        AuditEntry,
+        ControlRequest,
         DeadEntry,
         HeartbeatState,
         JobRelease,
@@ -44,11 +49,12 @@ with workflow.unsafe.imports_passed_through():
         JobSpec,
         JobStatus,
         PauseRequest,
+        ReleaseRequest,
         RunJobInput,
         RunJobResult,
         SlotFinished,
     )
-    from workflows.uitext import ERROR_BYTES, clip, code, moment_text
+    from workflows.uitext import ERROR_BYTES, audit_details, clip, code, moment_text
 
 RUN_JOB = "run_job"
 # Attempts lost before their handler started (a worker or the server died while the job
@@ -131,7 +137,10 @@ class JobWorkflow:
         self.result: Any = None
         self.last_error: str | None = None
         self.release_request: Literal["requeue", "discard"] | None = None
+        self.release_by: ControlRequest = ControlRequest()  # who asked for it, and why
         self.parked_at: datetime | None = None
+        self.audit: list[AuditEntry] = []  # operator actions, oldest first
+        self.cancel_noted = False  # the cancel_requested signal recorded who and why
 
     @workflow.run
     async def run(self, spec: JobSpec) -> JobReport:
@@ -165,6 +174,7 @@ class JobWorkflow:
                 outcome = await self._run_round()
         except BaseException as err:
             if is_cancelled_exception(err):
+                self._note_cancellation(None)
                 self._set_status(JobStatus.CANCELLED)
                 await self._tell_parent()
             raise
@@ -208,8 +218,15 @@ class JobWorkflow:
 
     async def _report_release(self, action: Literal["requeue", "discard"], applied: bool) -> None:
         """Tell the DLQ what a requeue or discard did (the index and log follow the job)."""
+        by = self.release_by if applied else ControlRequest()
         release = JobRelease(
-            job_id=self.spec.id, action=action, applied=applied, status=self.state, round=self.round
+            job_id=self.spec.id,
+            action=action,
+            applied=applied,
+            status=self.state,
+            round=self.round,
+            actor=by.actor,
+            note=by.note,
         )
         outcome = "applied" if applied else f"ignored (job is {self.state})"
         await self._tell_dlq(
@@ -367,7 +384,8 @@ class JobWorkflow:
             parts.append(f"round {self.round}")
         if self.last_error:
             parts.append(f"last error: {code(self.last_error, ERROR_BYTES)}")
-        return " · ".join(parts)
+        trail = audit_details(self.audit, self.spec.timezone)
+        return " · ".join(parts) + (f"\n\n{trail}" if trail else "")
 
     def _ensure_search_attributes(self) -> None:
         """Jobs started by hand (e.g. ``temporal workflow start``) still become listable."""
@@ -381,6 +399,30 @@ class JobWorkflow:
         in_flight = self.dispatched_until is not None
         self._set_status(JobStatus.RUNNING if in_flight else JobStatus.SCHEDULED)
         self.controls_seen += 1
+
+    def _audit(
+        self, action: AuditAction, request: ControlRequest | None, detail: str | None = None
+    ) -> None:
+        """Record an operator action on the job itself, at the server's time."""
+        request = request or ControlRequest()
+        self.audit.append(
+            AuditEntry(
+                action=action,
+                actor=request.actor or UNKNOWN_ACTOR,
+                at=workflow.now(),
+                note=request.note,
+                detail=detail,
+            )
+        )
+        del self.audit[:-AUDIT_LIMIT]
+        self._show()
+
+    def _note_cancellation(self, detail: str | None) -> None:
+        """A cancellation without our ``cancel_requested`` signal first (e.g. ``temporal
+        workflow cancel --reason ...``): its reason, if any, goes in the trail as the note."""
+        reason = workflow.cancellation_reason()
+        if not self.cancel_noted and reason:
+            self._audit("cancel", ControlRequest(note=reason), detail)
 
     def report(self) -> JobReport:
         return JobReport(
@@ -397,6 +439,7 @@ class JobWorkflow:
             last_error=self.last_error,
             idempotency_key=self.spec.key,
             parked_at=self.parked_at,
+            audit=list(self.audit),
         )
 
     # -- queries, updates, signals ---------------------------------------------------------
@@ -416,6 +459,9 @@ class JobWorkflow:
         # withdraws without running the handler.
         self.paused_until = request.until
         self.controls_seen += 1
+        self._audit(
+            "pause", request, f"until {self._when(request.until)}" if request.until else None
+        )
         self._set_status(JobStatus.PAUSED)
         return self.report()
 
@@ -428,25 +474,26 @@ class JobWorkflow:
             raise ValueError("cannot pause: until is in the past")
 
     @workflow.update
-    async def resume(self) -> JobReport:
+    async def resume(self, request: ControlRequest | None = None) -> JobReport:
+        self._audit("resume", request)
         self._resume()
         return self.report()
 
     @resume.validator
-    def _check_resume(self) -> None:
+    def _check_resume(self, request: ControlRequest | None = None) -> None:
         if self.state != JobStatus.PAUSED:
             raise ValueError(f"cannot resume: job is {self.state}, not paused")
 
     @workflow.update
-    async def trigger(self) -> JobReport:
+    async def trigger(self, request: ControlRequest | None = None) -> JobReport:
         self.triggered = True
         self.paused_until = None
         self.controls_seen += 1
-        self._show()
+        self._audit("trigger", request, "runs now")
         return self.report()
 
     @trigger.validator
-    def _check_trigger(self) -> None:
+    def _check_trigger(self, request: ControlRequest | None = None) -> None:
         if self.dispatched_until is not None:
             raise ValueError(
                 "cannot trigger: the job is already with a worker and starts at its run_at"
@@ -455,21 +502,43 @@ class JobWorkflow:
             raise ValueError(f"cannot trigger: job is {self.state}; it is not waiting to run")
 
     @workflow.signal
-    async def requeue(self, source: str | None = None) -> None:
-        """Run a dead job again with a fresh attempt budget. Ignored unless dead."""
+    def cancel_requested(self, request: ControlRequest | None = None) -> None:
+        """Who cancels and why: sent just before the workflow cancellation itself."""
+        self.cancel_noted = True
+        self._audit("cancel", request)
+
+    @workflow.signal
+    async def requeue(self, source: str | ReleaseRequest | None = None) -> None:
+        """Run a dead job again with a fresh attempt budget. Ignored unless dead.
+
+        Takes a ReleaseRequest (who and why), or the older shapes: nothing, or the source."""
         await self._release("requeue", source)
 
     @workflow.signal
-    async def discard(self, source: str | None = None) -> None:
+    async def discard(self, source: str | ReleaseRequest | None = None) -> None:
         """End a dead job for good. Ignored unless dead."""
         await self._release("discard", source)
 
-    async def _release(self, action: Literal["requeue", "discard"], source: str | None) -> None:
+    async def _release(
+        self, action: Literal["requeue", "discard"], request: str | ReleaseRequest | None
+    ) -> None:
+        if not isinstance(request, ReleaseRequest):
+            request = ReleaseRequest(source=request)
+        via = " (via the dead-letter queue)" if request.source == DLQ_WORKFLOW_ID else ""
         if self.state == JobStatus.DEAD and self.release_request is None:
             self.release_request = action
+            self.release_by = ControlRequest(actor=request.actor, note=request.note)
+            if action == "requeue":
+                done = f"round {self.round + 1}: {self.spec.max_attempts} fresh attempt(s)"
+            else:
+                done = "dead for good"
+            self._audit(action, request, done + via)
             return
         # Not dead (or already released): a no-op. A request forwarded by the DLQ gets an
         # answer so the DLQ's log says what happened.
         workflow.logger.warning("%s ignored: job %s is %s", action, self.spec.id, self.state)
-        if source == DLQ_WORKFLOW_ID:
+        under_way = self.state == JobStatus.DEAD and self.release_request is not None
+        why = f"a {self.release_request} is under way" if under_way else f"job is {self.state}"
+        self._audit(action, request, f"ignored: {why}{via}")
+        if request.source == DLQ_WORKFLOW_ID:
             await self._report_release(action, applied=False)

@@ -290,7 +290,41 @@ class RunJobResult(BaseModel):
     withdrawn: bool = False  # pre-dispatched, but paused before run_at: the handler never ran
 
 
-class PauseRequest(BaseModel):
+# -- audit trail ----------------------------------------------------------------------------
+
+MAX_NOTE = 500  # characters of an operator's note (longer is refused by the CLI and the API)
+AUDIT_LIMIT = 50  # trail entries a job or cron keeps (newest); a cron carries them over
+UNKNOWN_ACTOR = "unknown"  # a control sent without one (e.g. with the bare temporal CLI)
+
+AuditAction = Literal["pause", "resume", "trigger", "cancel", "requeue", "discard", "update"]
+
+
+class AuditEntry(BaseModel):
+    """One operator action on a job or cron, recorded by the workflow when it applies it."""
+
+    action: AuditAction
+    actor: str  # an API token's name, ``cli:<os user>``, or ``unknown``
+    at: datetime  # the workflow's ``workflow.now()``: the server's time, not the caller's
+    note: str | None = None
+    detail: str | None = None  # what it did, e.g. "until 2026-12-01T09:00:00Z", "ignored: ..."
+
+    @field_validator("note")
+    @classmethod
+    def _clip_note(cls, value: str | None) -> str | None:
+        if value is not None and len(value) > MAX_NOTE:
+            return value[: MAX_NOTE - 1] + "…"
+        return value
+
+
+class ControlRequest(BaseModel):
+    """Who asks for a control and why. Every field is optional, so the argument itself is
+    too: ``resume``, ``trigger`` and ``cancel_requested`` also accept no argument."""
+
+    actor: str | None = None
+    note: str | None = None
+
+
+class PauseRequest(ControlRequest):
     until: datetime | None = None
 
     @field_validator("until")
@@ -322,6 +356,7 @@ class JobReport(BaseModel):
     next_attempt_at: datetime | None = None
     last_heartbeat_at: datetime | None = None
     worker: str | None = None
+    audit: list[AuditEntry] = Field(default_factory=list)  # operator actions, oldest first
 
 
 # -- dead-letter queue ---------------------------------------------------------------------
@@ -350,6 +385,14 @@ class DeadEntry(BaseModel):
         return value
 
 
+class ReleaseRequest(ControlRequest):
+    """A requeue or discard with who and why. The signals also take their older shapes: the
+    DLQ's ``requeue`` / ``discard`` a bare job id, the job's own a source string or nothing."""
+
+    job_id: str | None = None  # required by the DLQ's signals; the job's own ignore it
+    source: str | None = None  # DLQ_WORKFLOW_ID when the DLQ forwards it (the job answers)
+
+
 class JobRelease(BaseModel):
     """A job telling the DLQ what became of a requeue or discard (the job decides)."""
 
@@ -358,6 +401,8 @@ class JobRelease(BaseModel):
     applied: bool  # False: the job was not dead, nothing happened
     status: JobStatus  # the job's status when the request arrived
     round: int
+    actor: str | None = None  # who asked (None from jobs older than the audit trail)
+    note: str | None = None
 
 
 class DlqLogLine(BaseModel):
@@ -408,6 +453,7 @@ class CronState(BaseModel):
     recent: list[SlotRecord] = Field(default_factory=list)  # newest last, capped
     counts: dict[str, int] = Field(default_factory=dict)
     generation: int = 0
+    audit: list[AuditEntry] = Field(default_factory=list)  # oldest first, capped
 
 
 class CronInput(BaseModel):
@@ -424,6 +470,13 @@ class CronUpdate(BaseModel):
     cron: str | None = None
     timezone: str | None = None
     overlap: Overlap | None = None
+    # Who and why, for the cron's audit trail (not part of the schedule).
+    actor: str | None = None
+    note: str | None = None
+
+    def schedule_changes(self) -> dict[str, Any]:
+        """The schedule fields this update sets."""
+        return self.model_dump(exclude={"actor", "note"}, exclude_none=True)
 
 
 class SlotFinished(BaseModel):
@@ -452,6 +505,7 @@ class CronReport(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     generation: int = 0  # continue-as-new count
     attempts: list[AttemptRecord] = Field(default_factory=list)  # always empty: see the slots
+    audit: list[AuditEntry] = Field(default_factory=list)  # operator actions, oldest first
 
 
 # -- handler registry ----------------------------------------------------------------------

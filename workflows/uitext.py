@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 
 from workflows import cronmath
 from workflows.durations import format_duration
-from workflows.models import JobSpec
+from workflows.models import AuditEntry, JobSpec
 
 SUMMARY_BYTES = 380
 ERROR_BYTES = 300
+AUDIT_LINES = 3  # the newest trail entries the current details show
+NOTE_BYTES = 160
 
 
 def _json_bytes(text: str) -> int:
@@ -103,3 +105,23 @@ def job_details(spec: JobSpec, origin: str | None = None) -> str:
         f"- idempotency key: {code(spec.key)}",
     ]
     return "\n".join(lines)
+
+
+def audit_text(entry: AuditEntry, timezone: str = "UTC") -> str:
+    """``pause by `cli:ana` at 2026-12-01 09:00 UTC (until ...): "disk full"`` (Markdown)."""
+    text = f"{entry.action} by {code(entry.actor, 100)} at {moment_text(entry.at, timezone)}"
+    if entry.detail:
+        text += f" ({md(clip(entry.detail, NOTE_BYTES))})"
+    if entry.note:
+        text += f": “{md(clip(entry.note, NOTE_BYTES))}”"
+    return text
+
+
+def audit_details(entries: list[AuditEntry], timezone: str = "UTC") -> str:
+    """The tail of the audit trail for the current details: a Markdown list, newest last;
+    empty when nobody has acted on the job."""
+    if not entries:
+        return ""
+    shown = entries[-AUDIT_LINES:]
+    head = f"operator actions (last {len(shown)} of {len(entries)}):"
+    return "\n".join([head, *(f"- {audit_text(entry, timezone)}" for entry in shown)])
