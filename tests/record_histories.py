@@ -1,16 +1,20 @@
 """Record the workflow histories the replay tests check (``tests/histories/*.json``).
 
-    python -m tests.record_histories
+    python -m tests.record_histories [PREFIX]
 
 Runs each scenario on a fresh dev server with an in-process worker and saves every workflow's
-history. Re-record only on purpose: the point of the committed files is that a code change
-which would break workflows already running fails CI (``tests/test_replay.py``).
+history, named ``PREFIX-...`` (default ``h``). Never re-record an existing prefix: the point
+of the committed files is that a code change which would break workflows already running
+fails CI (``tests/test_replay.py``). Record a new generation under a new prefix when the
+workflows gain new shapes, and keep the old ones: ``h`` is the first generation, ``v2`` adds
+operator notes and actors, and a pre-dispatched job.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,7 @@ from workflows.models import (
     CronInput,
     CronReport,
     JobStatus,
+    ReleaseRequest,
     WorkerHandlers,
     parse_spec,
 )
@@ -49,14 +54,15 @@ async def save(handle: WorkflowHandle[Any, Any], name: str) -> None:
     print(f"saved {name}: {len(history.events)} events")
 
 
-async def record(client: Client) -> None:
+async def record(client: Client, prefix: str) -> None:
     handlers = load_handlers().names()
     schedule = operations.schedule
+    notes = prefix != "h"  # the first generation predates operator notes
 
     retried = await schedule(
         client,
         {
-            "id": "h-retries",
+            "id": f"{prefix}-retries",
             "name": "retries",
             "handler": "demo.sleep",
             "payload": {"seconds": 0, "fail_times": 2},
@@ -66,15 +72,33 @@ async def record(client: Client) -> None:
         handlers,
     )
     controlled = await schedule(
-        client, {"id": "h-controls", "name": "controls", "handler": "log", "delay": "1h"}, handlers
+        client,
+        {"id": f"{prefix}-controls", "name": "controls", "handler": "log", "delay": "1h"},
+        handlers,
     )
-    await operations.pause(client, controlled.job_id)
-    await operations.resume(client, controlled.job_id)
-    await operations.trigger(client, controlled.job_id)
+    if notes:
+        await operations.pause(client, controlled.job_id, note="hold", actor="recorder")
+        await operations.resume(client, controlled.job_id, note="go", actor="recorder")
+        await operations.trigger(client, controlled.job_id, note="now", actor="recorder")
+    else:
+        await operations.pause(client, controlled.job_id)
+        await operations.resume(client, controlled.job_id)
+        await operations.trigger(client, controlled.job_id)
+    dispatched = await schedule(
+        client,
+        {
+            "id": f"{prefix}-dispatched",
+            "name": "dispatched",
+            "handler": "log",
+            "delay": "4s",
+            "dispatch_lead": 3,
+        },
+        handlers,
+    )
     cancelled = await schedule(
         client,
         {
-            "id": "h-cancelled",
+            "id": f"{prefix}-cancelled",
             "name": "cancel",
             "handler": "demo.sleep",
             "payload": {"seconds": 30},
@@ -84,11 +108,14 @@ async def record(client: Client) -> None:
         handlers,
     )
     await wait_status(client, cancelled.job_id, JobStatus.RUNNING)
-    await operations.cancel(client, cancelled.job_id)
+    if notes:
+        await operations.cancel(client, cancelled.job_id, note="stop", actor="recorder")
+    else:
+        await operations.cancel(client, cancelled.job_id)
     dead = await schedule(
         client,
         {
-            "id": "h-dlq",
+            "id": f"{prefix}-dlq",
             "name": "poison",
             "handler": "demo.sleep",
             "payload": {"seconds": 0, "fail_times": 1, "permanent": True},
@@ -97,8 +124,12 @@ async def record(client: Client) -> None:
         handlers,
     )
     await wait_status(client, dead.job_id, JobStatus.DEAD)
-    await client.get_workflow_handle(DLQ_WORKFLOW_ID).signal("requeue", dead.job_id)
-    for job_id in (retried.job_id, controlled.job_id, dead.job_id):
+    if notes:
+        request = ReleaseRequest(job_id=dead.job_id, actor="recorder", note="fixed")
+        await client.get_workflow_handle(DLQ_WORKFLOW_ID).signal("requeue", request)
+    else:
+        await client.get_workflow_handle(DLQ_WORKFLOW_ID).signal("requeue", dead.job_id)
+    for job_id in (retried.job_id, controlled.job_id, dead.job_id, dispatched.job_id):
         await wait_status(client, job_id, JobStatus.DONE)
     await wait_status(client, cancelled.job_id, JobStatus.CANCELLED)
 
@@ -106,7 +137,7 @@ async def record(client: Client) -> None:
     spec = parse_spec(
         {"name": "every second", "handler": "log", "cron": "* * * * * *", "overlap": "allow_all"},
         now,
-        new_id="h-cron",
+        new_id=f"{prefix}-cron",
     )
     cron = await client.start_workflow(
         CronJobWorkflow.run, CronInput(spec=spec, event_budget=80), id=spec.id, task_queue=QUEUE
@@ -118,7 +149,10 @@ async def record(client: Client) -> None:
             if status.generation >= 2:
                 break
             await asyncio.sleep(0.5)
-    await operations.pause(client, spec.id)
+    if notes:
+        await operations.pause(client, spec.id, note="enough", actor="recorder")
+    else:
+        await operations.pause(client, spec.id)
     await client.start_workflow(
         HandlerRegistryWorkflow.run,
         [],
@@ -129,23 +163,27 @@ async def record(client: Client) -> None:
     )
     await asyncio.sleep(1)
 
-    for job_id in (retried.job_id, controlled.job_id, cancelled.job_id, dead.job_id):
-        await save(client.get_workflow_handle(job_id), job_id)
-    await save(client.get_workflow_handle(DLQ_WORKFLOW_ID), "h-dead-letter-queue")
-    await save(client.get_workflow_handle(REGISTRY_WORKFLOW_ID), "h-handler-registry")
+    jobs = (retried, controlled, cancelled, dead) + ((dispatched,) if notes else ())
+    for job in jobs:
+        await save(client.get_workflow_handle(job.job_id), job.job_id)
+    await save(client.get_workflow_handle(DLQ_WORKFLOW_ID), f"{prefix}-dead-letter-queue")
+    await save(client.get_workflow_handle(REGISTRY_WORKFLOW_ID), f"{prefix}-handler-registry")
     info = (await cron.describe()).raw_description.workflow_execution_info
-    await save(client.get_workflow_handle(spec.id, run_id=info.first_run_id), "h-cron-run1")
-    await save(cron, "h-cron-current")
+    first_run = client.get_workflow_handle(spec.id, run_id=info.first_run_id)
+    await save(first_run, f"{prefix}-cron-run1")
+    await save(cron, f"{prefix}-cron-current")
     async for child in client.list_workflows(f'WorkflowId STARTS_WITH "{spec.id}@"', limit=1):
-        await save(client.get_workflow_handle(child.id), "h-cron-slot")
+        await save(client.get_workflow_handle(child.id), f"{prefix}-cron-slot")
 
 
-async def main() -> None:
+async def main(prefix: str) -> None:
+    if any(HISTORIES.glob(f"{prefix}-*.json")):
+        raise SystemExit(f"histories named {prefix}-* exist already: record under a new prefix")
     HISTORIES.mkdir(exist_ok=True)
     os.environ["JOBS_TASK_QUEUE"] = QUEUE
     async with fresh_server() as (_, client), running_worker(client, QUEUE):
-        await record(client)
+        await record(client, prefix)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "h"))
