@@ -21,20 +21,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 from temporalio.client import Client
 
 from activities.registry import load_handlers
-from bench.common import OURS_QUEUE, ROOT, cpu_seconds, gather_limited, side, summary, write_result
+from bench.common import (
+    OURS_QUEUE,
+    cpu_seconds,
+    gather_limited,
+    side,
+    start_api,
+    summary,
+    write_result,
+)
 from starter import operations
-from starter.devserver import DevServer, die_with_parent, free_port
 
 CALLERS = 50
 MIX = {"done": 300, "dead": 200, "running": 60, "retrying": 40, "paused": 20}
@@ -101,36 +105,6 @@ async def settle(client: Client, timeout: float = 600) -> dict[str, int]:
         await asyncio.sleep(2)
 
 
-async def start_api(server: DevServer) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": server.address,
-        "JOBS_TASK_QUEUE": OURS_QUEUE,
-        "JOBS_HANDLER_MODULES": "bench.handlers",
-        "JOBS_BOARD_TTL": "0",
-        "PYTHONPATH": str(ROOT),
-    }
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "jobs"), "api", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent,
-    )
-    url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient() as http:
-        for _ in range(300):
-            try:
-                if (await http.get(f"{url}/healthz")).status_code == 200:
-                    return proc, url
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("jobs api did not come up")
-
-
 async def list_everything(client: Client) -> tuple[int, int, float]:
     """What a naive board would do per tick: page through every job workflow."""
     started = time.perf_counter()
@@ -153,7 +127,7 @@ async def measure(jobs: int, refreshes: int) -> dict[str, Any]:
         print(f"  {rate:.0f} jobs/s; waiting for the mix to settle ...", flush=True)
         settled = await settle(client)
         await asyncio.sleep(3)  # let the heartbeats and visibility catch up
-        api, url = await start_api(server)
+        api, url = await start_api(server, JOBS_BOARD_TTL="0")
         assert server.process is not None
         try:
             async with httpx.AsyncClient(base_url=url, timeout=60) as http:

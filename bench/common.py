@@ -19,9 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 from temporalio.client import Client
 
-from starter.devserver import DevServer, die_with_parent
+from starter.devserver import DevServer, die_with_parent, free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -182,3 +183,34 @@ async def gather_limited(limit: int, jobs: Iterable[Awaitable[Any]]) -> list[Any
             return await job
 
     return await asyncio.gather(*(one(job) for job in jobs))
+
+
+async def start_api(server: DevServer, **env: str) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``jobs api`` process on a free port for ``server`` (our bench queue and handlers,
+    plus ``env``), once its /healthz answers."""
+    port = free_port()
+    environment = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": server.address,
+        "JOBS_TASK_QUEUE": OURS_QUEUE,
+        "JOBS_HANDLER_MODULES": "bench.handlers",
+        "PYTHONPATH": str(ROOT),
+        **env,
+    }
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "jobs"), "api", "--port", str(port)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent,
+    )
+    url = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient() as http:
+        for _ in range(300):
+            try:
+                if (await http.get(f"{url}/healthz")).status_code == 200:
+                    return proc, url
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError("jobs api did not come up")

@@ -15,20 +15,16 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 
 from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
-from bench.common import OURS_QUEUE, ROOT, gather_limited, side, write_result
+from bench.common import OURS_QUEUE, gather_limited, side, start_api, write_result
 from starter import operations
-from starter.devserver import DevServer, die_with_parent, free_port
 
 KINDS = ("client", "api", "raw")
 
@@ -41,34 +37,6 @@ def spec(i: int) -> dict[str, object]:
         "delay": "1h",
         "payload": {"i": i},
     }
-
-
-async def start_api(server: DevServer) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": server.address,
-        "JOBS_TASK_QUEUE": OURS_QUEUE,
-        "JOBS_HANDLER_MODULES": "bench.handlers",
-        "PYTHONPATH": str(ROOT),
-    }
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "jobs"), "api", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent,
-    )
-    url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient() as http:
-        for _ in range(300):
-            try:
-                if (await http.get(f"{url}/healthz")).status_code == 200:
-                    return proc, url
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError("jobs api did not come up")
 
 
 async def one_run(kind: str, jobs: int, callers: int) -> float:

@@ -36,7 +36,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from google.protobuf import json_format
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.middleware.cors import CORSMiddleware
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.client import Client
@@ -61,6 +61,7 @@ from workflows.models import (
     JobReport,
     JobSpec,
     JobStatus,
+    OffsetDatetime,
     Overlap,
     SlotTime,
 )
@@ -114,14 +115,7 @@ class NoteBody(BaseModel):
 
 
 class PauseBody(NoteBody):
-    until: datetime | None = None
-
-    @field_validator("until")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.utcoffset() is None:
-            raise ValueError("must include a timezone offset")
-        return value
+    until: OffsetDatetime = None
 
 
 class CronChange(BaseModel):

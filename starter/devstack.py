@@ -13,9 +13,10 @@ from pathlib import Path
 
 from activities.registry import load_handlers
 from starter.api import server as api_server
+from starter.client import connect
 from starter.demo import run_demo
 from starter.devserver import DevServer
-from worker import WorkerSettings, build_worker, publish_handlers
+from worker import WorkerSettings, build_worker, metrics_runtime, publish_handlers
 
 
 async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, demo: bool) -> None:
@@ -33,6 +34,10 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
         loop.add_signal_handler(signum, stop.set)
     settings = WorkerSettings()
     registry = load_handlers(settings.handler_modules)
+    # With JOBS_METRICS_PORT the worker's client records into a Prometheus runtime.
+    runtime = metrics_runtime(settings)
+    if runtime is not None:
+        client = await connect(server.address, "default", runtime=runtime)
     job_worker = build_worker(client, settings, registry)
     worker = job_worker.worker
     await publish_handlers(client, settings, registry)
@@ -45,6 +50,9 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
             print(f"API:       http://127.0.0.1:{api_port}  (docs: /docs)")
             print(f"board:     http://127.0.0.1:{api_port}/")
             print(f"worker:    polling task queue {worker.config()['task_queue']!r}")
+            if settings.metrics_port is not None:
+                host = settings.metrics_host
+                print(f"metrics:   http://{host}:{settings.metrics_port}/metrics")
             print("Ctrl-C stops everything.", flush=True)
             if demo:
                 demo_task = asyncio.create_task(run_demo(client))

@@ -29,14 +29,11 @@ with workflow.unsafe.imports_passed_through():
     # and would load a fresh copy (with restricted ZoneInfo proxies) into every workflow run.
     import workflows.cronmath as cronmath
     from workflows.models import (
-        AUDIT_LIMIT,
         JOB_HANDLER,
         JOB_NAME,
         JOB_RUN_AT,
         JOB_STATUS,
-        UNKNOWN_ACTOR,
         AuditAction,
-        AuditEntry,
         ControlRequest,
         CronInput,
         CronReport,
@@ -49,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         SlotOutcome,
         SlotRecord,
         SlotTime,
+        append_audit,
     )
     from workflows.uitext import (
         audit_details,
@@ -59,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
         moment_text,
     )
 
-from workflows.job_workflow import JobWorkflow, start_search_attributes
+from workflows.job_workflow import JobWorkflow, start_search_attributes, unnoted_cancellation
 
 RECENT_SLOTS = 20
 NEXT_SLOTS = 5
@@ -372,25 +370,13 @@ class CronJobWorkflow:
         self, action: AuditAction, request: ControlRequest | None, detail: str | None = None
     ) -> None:
         """Record an operator action in the cron's trail (carried across continue-as-new)."""
-        request = request or ControlRequest()
-        self.state.audit.append(
-            AuditEntry(
-                action=action,
-                actor=request.actor or UNKNOWN_ACTOR,
-                at=workflow.now(),
-                note=request.note,
-                detail=detail,
-            )
-        )
-        del self.state.audit[:-AUDIT_LIMIT]
+        append_audit(self.state.audit, action, request, workflow.now(), detail)
         self._show()
 
     def _note_cancellation(self, detail: str | None) -> None:
-        """A cancellation without our ``cancel_requested`` signal first (e.g. ``temporal
-        workflow cancel --reason ...``): its reason, if any, goes in the trail as the note."""
-        reason = workflow.cancellation_reason()
-        if not self.cancel_noted and reason:
-            self._audit("cancel", ControlRequest(note=reason), detail)
+        request = unnoted_cancellation(self.cancel_noted)
+        if request is not None:
+            self._audit("cancel", request, detail)
 
     def _snapshot(self) -> CronState:
         return self.state.model_copy(update={"generation": self.state.generation + 1})

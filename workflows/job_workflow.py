@@ -29,7 +29,6 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 with workflow.unsafe.imports_passed_through():
     from workflows.durations import format_duration
     from workflows.models import (
-        AUDIT_LIMIT,
         CONTROL_CUTOFF,
         DLQ_MEMO_KEY,
         DLQ_WORKFLOW_ID,
@@ -37,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
         JOB_NAME,
         JOB_RUN_AT,
         JOB_STATUS,
-        UNKNOWN_ACTOR,
         AttemptRecord,
         AuditAction,
         AuditEntry,
@@ -53,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         RunJobInput,
         RunJobResult,
         SlotFinished,
+        append_audit,
     )
     from workflows.uitext import ERROR_BYTES, audit_details, clip, code, moment_text
 
@@ -120,6 +119,13 @@ def failure_message(err: ActivityError) -> str:
     if isinstance(cause, ActivityTimeoutError) and cause.type is not None:
         return f"{cause.type.name.lower().replace('_', '-')} timeout"
     return str(cause or err)
+
+
+def unnoted_cancellation(already_noted: bool) -> ControlRequest | None:
+    """A cancellation that came without our ``cancel_requested`` signal first (e.g. ``temporal
+    workflow cancel --reason ...``): its reason, if any, as the trail's note."""
+    reason = workflow.cancellation_reason()
+    return ControlRequest(note=reason) if reason and not already_noted else None
 
 
 @workflow.defn(name="JobWorkflow")
@@ -404,25 +410,13 @@ class JobWorkflow:
         self, action: AuditAction, request: ControlRequest | None, detail: str | None = None
     ) -> None:
         """Record an operator action on the job itself, at the server's time."""
-        request = request or ControlRequest()
-        self.audit.append(
-            AuditEntry(
-                action=action,
-                actor=request.actor or UNKNOWN_ACTOR,
-                at=workflow.now(),
-                note=request.note,
-                detail=detail,
-            )
-        )
-        del self.audit[:-AUDIT_LIMIT]
+        append_audit(self.audit, action, request, workflow.now(), detail)
         self._show()
 
     def _note_cancellation(self, detail: str | None) -> None:
-        """A cancellation without our ``cancel_requested`` signal first (e.g. ``temporal
-        workflow cancel --reason ...``): its reason, if any, goes in the trail as the note."""
-        reason = workflow.cancellation_reason()
-        if not self.cancel_noted and reason:
-            self._audit("cancel", ControlRequest(note=reason), detail)
+        request = unnoted_cancellation(self.cancel_noted)
+        if request is not None:
+            self._audit("cancel", request, detail)
 
     def report(self) -> JobReport:
         return JobReport(

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -324,15 +325,32 @@ class ControlRequest(BaseModel):
     note: str | None = None
 
 
-class PauseRequest(ControlRequest):
-    until: datetime | None = None
+def append_audit(
+    trail: list[AuditEntry],
+    action: AuditAction,
+    request: ControlRequest | None,
+    at: datetime,
+    detail: str | None = None,
+) -> None:
+    """Add one operator action to a job's or cron's trail, keeping the newest AUDIT_LIMIT."""
+    request = request or ControlRequest()
+    actor = request.actor or UNKNOWN_ACTOR
+    trail.append(AuditEntry(action=action, actor=actor, at=at, note=request.note, detail=detail))
+    del trail[:-AUDIT_LIMIT]
 
-    @field_validator("until")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.utcoffset() is None:
-            raise ValueError("must include a timezone offset")
-        return value
+
+def _require_offset(value: datetime | None) -> datetime | None:
+    if value is not None and value.utcoffset() is None:
+        raise ValueError("must include a timezone offset")
+    return value
+
+
+# A time given by a person: an offset is required, so no one's local clock is guessed.
+OffsetDatetime = Annotated[datetime | None, AfterValidator(_require_offset)]
+
+
+class PauseRequest(ControlRequest):
+    until: OffsetDatetime = None
 
 
 class JobReport(BaseModel):
