@@ -1,6 +1,6 @@
 """Hold: how much a sleeping job costs the server, ours vs the baseline.
 
-    python -m bench.hold [--jobs 10000] [--seconds 120] [--full]
+    python -m bench.hold [--jobs 10000] [--seconds 120] [--full] [--sides ours baseline]
 
 Each side gets a fresh dev server (SQLite file, WAL) and its worker, then starts up to
 ``--jobs`` jobs due in a day within ``--seconds`` (``--full``: 100,000 jobs within 10
@@ -121,10 +121,10 @@ async def run_side(kind: str, limit: int, seconds: float) -> dict[str, Any]:
         }
 
 
-async def main(limit: int, seconds: float) -> None:
+async def main(limit: int, seconds: float, sides: list[str]) -> None:
     os.environ["JOBS_TASK_QUEUE"] = OURS_QUEUE
     rows = []
-    for kind in ("ours", "baseline"):
+    for kind in sides:
         row = await run_side(kind, limit, seconds)
         rows.append(row)
         print(
@@ -136,7 +136,7 @@ async def main(limit: int, seconds: float) -> None:
             flush=True,
         )
     ratios = {
-        key: rows[0][key] / rows[1][key] if rows[1][key] else None
+        key: rows[0][key] / rows[1][key] if len(rows) == 2 and rows[1][key] else None
         for key in ("sqlite_mib_per_1000", "server_rss_mib_per_1000")
     }
     print("ours/baseline: " + "  ".join(f"{k} = {v:.2f}" for k, v in ratios.items() if v))
@@ -151,7 +151,10 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--full", action="store_true", help="100,000 jobs within 10 minutes")
+    parser.add_argument(
+        "--sides", nargs="+", choices=["ours", "baseline"], default=["ours", "baseline"]
+    )
     args = parser.parse_args()
     if args.full:
         args.jobs, args.seconds = 100_000, 600
-    asyncio.run(main(args.jobs, args.seconds))
+    asyncio.run(main(args.jobs, args.seconds, args.sides))
