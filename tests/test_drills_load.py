@@ -397,11 +397,12 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             delays[n].append(a.retry_delay)
     attempts = [len(job.attempts) for job in reports]
     assert len(delays[1]) == count  # every job met the storm, so every job backed off once
-    # How many failed 3 and 4 times depends on how late a loaded server fired the herd; the
-    # delays that did happen must be spread by jitter across the herd, not identical.
-    for n in (1, 2, 3):
+    # How many failed 3 and 4 times depends on how late a loaded server fired the herd; each
+    # retry level that enough jobs reached must be spread by jitter, not identical.
+    levels = [n for n in (1, 2, 3) if len(delays[n]) >= 20]
+    deepest = levels[-1]
+    for n in levels:
         low, high = retry_delay_bounds(n, base, 300, jitter)
-        assert len(delays[n]) >= 20, n
         assert max(delays[n]) - min(delays[n]) > 0.6 * (high - low), n
     add_row(
         DrillRow(
@@ -411,8 +412,8 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             0,
             None,
             f"{stormed} hit the 503s; attempts per job {min(attempts)}-{max(attempts)}; "
-            f"every delay inside "
-            f"the jitter bounds; 3rd delay spread {max(delays[3]) - min(delays[3]):.2f}s "
-            f"of {jitter * 4:.2f}s possible",
+            f"every delay inside the jitter bounds; delay {deepest} spread "
+            f"{max(delays[deepest]) - min(delays[deepest]):.2f}s "
+            f"of {jitter * 2 ** (deepest - 1):.2f}s possible",
         )
     )
