@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +19,8 @@ from starter import dlq as dead_letters
 from starter import operations
 from tests.conftest import running_worker
 from tests.processes import Api, Workers, jobs, jobs_json
+from tests.test_api import wait_status
+from tests.test_cli import wait_for
 from tests.test_cron_workflow import report as cron_report
 from tests.test_cron_workflow import start_cron
 from workflows.models import JobStatus
@@ -83,28 +84,6 @@ async def assert_server_times(client: Client, job_id: str, trail: list[dict[str,
     assert times == sorted(times) and len(set(times)) == len(times)
 
 
-def wait_cli(cli: dict[str, str], job_id: str, status: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    report: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        report = jobs_json(cli, "status", job_id)
-        if report["status"] == status:
-            return report
-        time.sleep(0.3)
-    raise AssertionError(f"{job_id} never reached {status}: {report}")
-
-
-def wait_api(http: httpx.Client, job_id: str, status: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        body = http.get(f"/jobs/{job_id}").json()
-        if body.get("status") == status:
-            return body
-        time.sleep(0.3)
-    raise AssertionError(f"{job_id} never reached {status}: {body}")
-
-
 def trail_of(report: dict[str, Any]) -> list[tuple[str, str, str | None, str | None]]:
     return [(e["action"], e["actor"], e["note"], e["detail"]) for e in report["audit"]]
 
@@ -133,10 +112,10 @@ async def test_cli_trail_pause_resume_trigger_then_requeue_through_the_dlq(
     assert trail_of(paused) == [("pause", CLI_ACTOR, "waiting for the db migration", None)]
     assert jobs(cli, "resume", job_id).returncode == 0
     assert jobs(cli, "trigger", job_id, "--note", "migration done").returncode == 0
-    wait_cli(cli, job_id, "dead")
+    wait_for(cli, job_id, "dead")
     requeued = jobs(cli, "dlq", "requeue", job_id, "--note", "handler fixed")
     assert requeued.returncode == 0, requeued.stderr
-    done = wait_cli(cli, job_id, "done")
+    done = wait_for(cli, job_id, "done")
 
     assert trail_of(done) == [
         ("pause", CLI_ACTOR, "waiting for the db migration", None),
@@ -209,11 +188,11 @@ async def test_api_records_the_token_name(
         resumed = bob.post(f"/jobs/{job_id}/resume", params={"note": "vendor ready"})
         assert resumed.status_code == 200, resumed.text
         assert single.post(f"/jobs/{job_id}/trigger").status_code == 200  # no body, as before
-        wait_api(alice, job_id, "dead")
+        wait_status(alice, job_id, "dead")
         # A body without a JSON content type (curl -d) is read as JSON all the same.
         requeued = alice.post(f"/dlq/{job_id}/requeue", content=b'{"note": "retry after fix"}')
         assert requeued.status_code == 200, requeued.text
-        done = wait_api(alice, job_id, "done")
+        done = wait_status(alice, job_id, "done")
         assert trail_of(done) == [
             ("pause", "alice", "hold for the vendor", None),
             ("resume", "bob", "vendor ready", None),
@@ -244,7 +223,7 @@ async def test_api_records_the_token_name(
         assert twice.status_code == 422 and twice.json()["detail"][0]["field"] == "note"
         cancelled = bob.request("DELETE", f"/jobs/{other}", json={"note": "not needed"})
         assert cancelled.status_code == 202, cancelled.text
-        report = wait_api(bob, other, "cancelled")
+        report = wait_status(bob, other, "cancelled")
         assert trail_of(report) == [("cancel", "bob", "not needed", None)]  # no refused ones
         await assert_server_times(dev_client, other, report["audit"])
     finally:
@@ -269,7 +248,7 @@ async def test_cron_update_and_cancel_with_notes_show_in_the_cron_trail(
         ("update", CLI_ACTOR, "after the backup window", "cron 30 4 * * *")
     ]
     assert jobs(cli, "cancel", cron_id, "--note", "replaced by v2").returncode == 0
-    report = wait_cli(cli, cron_id, "cancelled")
+    report = wait_for(cli, cron_id, "cancelled")
     assert trail_of(report) == [
         ("update", CLI_ACTOR, "after the backup window", "cron 30 4 * * *"),
         ("cancel", CLI_ACTOR, "replaced by v2", "no further slots"),
