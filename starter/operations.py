@@ -36,7 +36,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.registry import load_handlers
-from starter.client import task_queue
+from starter.client import task_queue as default_task_queue
 from starter.errors import (
     InvalidTransition,
     JobExists,
@@ -203,20 +203,27 @@ async def schedule(
     data: dict[str, Any] | JobSpec,
     handlers: Iterable[str] | None = None,
     now: datetime | None = None,
+    task_queue: str | None = None,
 ) -> Scheduled:
     """Validate and start a job. Nothing starts if anything is wrong.
 
     ``handlers`` defaults to :func:`known_handlers`. ``now`` (default: this machine's clock)
-    anchors ``delay``; tests pass the server's time. See :func:`start` for ids and retries.
+    anchors ``delay``; tests pass the server's time. ``task_queue`` defaults to
+    ``JOBS_TASK_QUEUE``. See :func:`start` for ids and retries.
     """
     now = now or datetime.now(UTC)
     validate_spec(data, None, now)  # every spec problem, before asking the server anything
     known = handlers if handlers is not None else await known_handlers(client)
-    return await start(client, validate_spec(data, known, now), now, fingerprint(data))
+    spec = validate_spec(data, known, now)
+    return await start(client, spec, now, fingerprint(data), task_queue)
 
 
 async def start(
-    client: Client, spec: JobSpec, now: datetime, request: str | None = None
+    client: Client,
+    spec: JobSpec,
+    now: datetime,
+    request: str | None = None,
+    task_queue: str | None = None,
 ) -> Scheduled:
     """Start an already validated spec (see :func:`validate_spec`).
 
@@ -226,6 +233,7 @@ async def start(
     raises JobExists.
     """
     memo = {REQUEST_MEMO_KEY: request} if request else None
+    queue = task_queue or default_task_queue()
     async with temporal_errors():
         try:
             if spec.cron is not None:
@@ -236,7 +244,7 @@ async def start(
                     CronJobWorkflow.run,
                     CronInput(spec=spec),
                     id=spec.id,
-                    task_queue=task_queue(),
+                    task_queue=queue,
                     memo=memo,
                     search_attributes=cron_search_attributes(spec, JobStatus.SCHEDULED, first),
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
@@ -254,7 +262,7 @@ async def start(
                 JobWorkflow.run,
                 spec,
                 id=spec.id,
-                task_queue=task_queue(),
+                task_queue=queue,
                 memo=memo,
                 start_delay=delay if delay > timedelta(0) else None,
                 search_attributes=start_search_attributes(spec, JobStatus.SCHEDULED),

@@ -1,0 +1,51 @@
+"""Shared checks for the hostile-input tests: nothing started, and a normal job still runs.
+
+``started_count`` reads the visibility store of the dev server (in-memory SQLite: a start is
+visible as soon as the start call returns). ``normal_job_completes`` schedules a ``log`` job
+due now through the operations library and waits, by the server's answer, for ``done``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+
+from temporalio.client import Client
+
+from starter import operations
+
+# A normal job must finish this long after its run_at (the issue's contract: 10 s).
+NORMAL_JOB_DEADLINE = 10.0
+
+
+async def started_count(client: Client, task_queue: str | None = None) -> int:
+    """Workflows of any type the server knows (on ``task_queue`` when given)."""
+    query = f'TaskQueue = "{task_queue}"' if task_queue else ""
+    return (await client.count_workflows(query)).count
+
+
+async def assert_nothing_started(
+    client: Client, before: int, task_queue: str | None = None
+) -> None:
+    after = await started_count(client, task_queue)
+    assert after == before, f"{after - before} workflow(s) started by hostile input"
+
+
+async def normal_job_completes(client: Client, task_queue: str) -> float:
+    """Schedule a ``log`` job due now on ``task_queue``; return seconds from run_at to done."""
+    job_id = f"normal-{uuid.uuid4().hex[:10]}"
+    now = datetime.now(UTC)
+    spec = {"id": job_id, "name": "normal", "handler": "log", "payload": {"ok": 1}, "delay": 0}
+    await operations.schedule(client, spec, handlers={"log"}, now=now, task_queue=task_queue)
+    deadline = time.monotonic() + NORMAL_JOB_DEADLINE
+    report = None
+    while time.monotonic() < deadline:
+        report = await operations.status(client, job_id)
+        if report.status == "done":
+            return (datetime.now(UTC) - now).total_seconds()
+        await asyncio.sleep(0.2)
+    raise AssertionError(
+        f"normal job {job_id} not done {NORMAL_JOB_DEADLINE}s after run_at: {report}"
+    )
