@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from activities.address_guard import URL_SHAPE_ERROR
+from activities.http_post import post as guarded_post
 from activities.registry import JobContext, PermanentError, handler
 
 log = logging.getLogger("jobs.handlers")
@@ -54,18 +56,19 @@ async def http_post(ctx: JobContext) -> dict[str, Any]:
     """POST ``json`` to ``url``; 2xx succeeds, 4xx (but 408/429) is permanent, the rest retries.
 
     The idempotency key travels in the ``Idempotency-Key`` header so the receiver can dedupe.
+    Only public addresses are reached unless ``JOBS_HTTP_ALLOWED_HOSTS`` permits more; a
+    refused destination is permanent (see :mod:`activities.http_post`).
     """
     url = ctx.payload.get("url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise PermanentError("payload.url must be an http(s) URL")
+    if not isinstance(url, str):
+        raise PermanentError(URL_SHAPE_ERROR)
     timeout = _number(ctx.payload, "timeout", 10.0)
     headers = {"Idempotency-Key": ctx.idempotency_key}
-    async with httpx.AsyncClient(timeout=timeout) as client:
-        response = await client.post(url, json=ctx.payload.get("json"), headers=headers)
+    response = await guarded_post(url, ctx.payload.get("json"), headers, timeout)
     code = response.status_code
     if 200 <= code < 300:
         return {"status": code}
-    summary = f"POST {url} answered {code}: {response.text[:200]}"
+    summary = f"POST {response.url} answered {code}: {response.text[:200]}"
     if 400 <= code < 500 and code not in (408, 429):
         raise PermanentError(summary)
     raise httpx.HTTPStatusError(summary, request=response.request, response=response)

@@ -29,6 +29,8 @@ def cli_env(address: str, task_queue: str, **extra: str) -> dict[str, str]:
         "JOBS_TASK_QUEUE": task_queue,
         "JOBS_HANDLER_MODULES": "tests.handlers",
         "PYTHONPATH": str(ROOT),
+        # http.post refuses loopback by default; tests' endpoints live on 127.0.0.1.
+        "JOBS_HTTP_ALLOWED_HOSTS": "127.0.0.1,localhost",
         **extra,
     }
 

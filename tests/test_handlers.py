@@ -15,6 +15,7 @@ from workflows.models import JobStatus
 @pytest.fixture(autouse=True)
 def _queue(task_queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+    monkeypatch.setenv("JOBS_HTTP_ALLOWED_HOSTS", "127.0.0.1")  # the endpoint is on loopback
 
 
 async def test_http_post_success_sends_body_and_idempotency_key(
@@ -54,7 +55,7 @@ async def test_http_post_4xx_is_permanent_but_408_429_and_5xx_retry(
                 handler="http.post",
                 delay=0,
                 max_attempts=3,
-                backoff_base=0.1,
+                backoff_base=1,
                 payload={"url": f"{endpoint.url}/status/{code}"},
             )
             report = await wait_for_status(ts_env, handle.id, JobStatus.DEAD)
