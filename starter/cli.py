@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from starter import dlq as dead_letters
-from starter import operations, render, tracing
+from starter import operations, render, strictjson, tracing
 from starter.client import connect
 from starter.errors import JobsError, SpecError
 from workflows.models import JobStatus
@@ -62,6 +62,16 @@ def cli_actor() -> str:
     except (OSError, KeyError):  # no login name in the environment nor the user database
         user = "unknown"
     return f"cli:{user}"
+
+
+def not_reserved(ctx: click.Context, param: click.Parameter, job_id: str | None) -> str | None:
+    """A system workflow's id is refused (exit 2) before connecting to Temporal."""
+    if job_id is not None:
+        operations.check_not_reserved(job_id)
+    return job_id
+
+
+job_id_argument = click.argument("job_id", callback=not_reserved)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -107,9 +117,25 @@ def read_payload(text: str) -> Any:
         except OSError as err:
             raise SpecError([("payload", f"cannot read {text[1:]}: {err.strerror}")]) from err
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SpecError([("payload", f"not valid JSON: {err}")]) from err
+        return strictjson.loads(text)  # the API's rules: no NaN/Infinity, no duplicate keys
+    except strictjson.JSONRefused as err:
+        raise SpecError([("payload", err.reason)]) from err
+
+
+# Spec fields that are numbers but not durations: the model takes them strictly (a JSON
+# number), so the flag's text becomes one here; text that is no number stays text for the
+# model to refuse with the field's name.
+NUMBER_FLAGS: dict[str, type[int] | type[float]] = {"max_attempts": int, "jitter": float}
+
+
+def flag_value(field: str, text: str) -> Any:
+    kind = NUMBER_FLAGS.get(field)
+    if kind is None:
+        return text
+    try:
+        return kind(text)
+    except ValueError:
+        return text
 
 
 def build_spec(
@@ -129,7 +155,7 @@ def build_spec(
     for key, value in (("run_at", at), ("delay", in_), ("cron", cron), ("timezone", tz)):
         if value is not None:
             raw[key] = value
-    raw.update({key: value for key, value in fields.items() if value is not None})
+    raw.update({key: flag_value(key, value) for key, value in fields.items() if value is not None})
     return raw
 
 
@@ -161,10 +187,12 @@ def schedule(
     with tracing.schedule_span(raw) as span:  # the trace's root (when tracing is on)
         scheduled = run(lambda client: operations.schedule(client, raw, now=now))
         span.scheduled(scheduled)
+    # A used id: the identical request again answers the existing job (exit 0, like the API's
+    # 200 "created": false); a different request with that id exits 4 (JobExists).
     if as_json:
-        emit({"job_id": scheduled.job_id, "next_run_at": scheduled.next_run_at})
+        emit(scheduled.model_dump(mode="json"))
     else:
-        verb = "scheduled" if scheduled.created else "already scheduled (same request)"
+        verb = "scheduled" if scheduled.created else "already scheduled (identical request)"
         click.echo(f"{verb} {scheduled.job_id}: runs at {render.when(scheduled.next_run_at)}")
 
 
@@ -172,7 +200,7 @@ def schedule(
 
 
 @cli.command()
-@click.argument("job_id")
+@job_id_argument
 @json_option
 def status(job_id: str, as_json: bool) -> None:
     """A job's status and attempt history."""
@@ -226,7 +254,7 @@ def cron() -> None:
 @cron.command()
 @click.argument("expression")
 @click.option("--tz", default="UTC", show_default=True, help="IANA time zone.")
-@click.option("--after", help="Start after this ISO-8601 time (default: now).")
+@click.option("--after", help="Start after this ISO-8601 time with offset (default: now).")
 @click.option("-n", "count", default=5, show_default=True, type=click.IntRange(1, 1000))
 @json_option
 def preview(expression: str, tz: str, after: str | None, count: int, as_json: bool) -> None:
@@ -239,7 +267,7 @@ def preview(expression: str, tz: str, after: str | None, count: int, as_json: bo
 
 
 @cli.command()
-@click.argument("job_id")
+@job_id_argument
 @click.option("--cron", "expression", help="New cron expression.")
 @click.option("--tz", help="New IANA time zone.")
 @click.option("--overlap", type=click.Choice(["skip", "buffer_one", "allow_all", "cancel_other"]))
@@ -275,7 +303,7 @@ def control(verb: str, call: Callable[[Client], Awaitable[Any]], as_json: bool) 
 
 
 @cli.command()
-@click.argument("job_id")
+@job_id_argument
 @note_option
 @json_option
 def cancel(job_id: str, note: str | None, as_json: bool) -> None:
@@ -289,17 +317,13 @@ def cancel(job_id: str, note: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
-@click.option(
-    "--until",
-    type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M%z"]),
-    help="Resume by itself at this time (ISO-8601 with offset).",
-)
+@job_id_argument
+@click.option("--until", help="Resume by itself at this time (ISO-8601 with offset).")
 @note_option
 @json_option
-def pause(job_id: str, until: datetime | None, note: str | None, as_json: bool) -> None:
+def pause(job_id: str, until: str | None, note: str | None, as_json: bool) -> None:
     """Hold a waiting job (optionally until a time)."""
-    operations.check_note(note)
+    operations.pause_request(until, note)  # bad input exits 2 before anything is sent
     control(
         f"paused {job_id}",
         lambda client: operations.pause(client, job_id, until, note, cli_actor()),
@@ -308,7 +332,7 @@ def pause(job_id: str, until: datetime | None, note: str | None, as_json: bool) 
 
 
 @cli.command()
-@click.argument("job_id")
+@job_id_argument
 @note_option
 @json_option
 def resume(job_id: str, note: str | None, as_json: bool) -> None:
@@ -322,7 +346,7 @@ def resume(job_id: str, note: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("job_id")
+@job_id_argument
 @note_option
 @json_option
 def trigger(job_id: str, note: str | None, as_json: bool) -> None:
@@ -405,7 +429,7 @@ def release_command(action: dead_letters.Action) -> Callable[..., None]:
     command = note_option(command)
     command = click.option("--handler", help="With --all: only this handler's jobs.")(command)
     command = click.option("--all", "all_", is_flag=True, help="Every dead job.")(command)
-    command = click.argument("job_id", required=False)(command)
+    command = click.argument("job_id", required=False, callback=not_reserved)(command)
     return command
 
 

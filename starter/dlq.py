@@ -26,9 +26,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
 from starter.operations import (
     check_note,
-    decode_token,
     describe,
     encode_token,
+    readable_token,
     require_open,
     temporal_errors,
 )
@@ -76,9 +76,9 @@ async def list_dead(
     """
     entries = []
     async with temporal_errors():
-        it = client.list_workflows(
-            dead_query(handler), page_size=limit, next_page_token=decode_token(page_token)
-        )
+        query = dead_query(handler)
+        token = await readable_token(client, query, page_token)
+        it = client.list_workflows(query, page_size=limit, next_page_token=token)
         await it.fetch_next_page(page_size=limit)
         for wf in it.current_page or []:
             memo = await wf.memo()

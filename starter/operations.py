@@ -22,6 +22,7 @@ from uuid import uuid4
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -69,6 +70,8 @@ from workflows.models import (
     JobStatus,
     PauseRequest,
     SlotTime,
+    check_job_id,
+    parse_instant,
     parse_spec,
 )
 from workflows.uitext import job_details, job_summary
@@ -132,6 +135,26 @@ def decode_token(token: str | None) -> bytes | None:
         raw = b""
     if not raw or check != _token_check(raw):
         raise SpecError([("page_token", "is not a token from a previous page")])
+    return raw
+
+
+async def readable_token(client: Client, query: str, token: str | None) -> bytes | None:
+    """:func:`decode_token`, then one look at the server: the checksum is no secret, so a
+    made-up token can pass it, and the server answers that with UNKNOWN, which the SDK would
+    retry for ten seconds. One call without retries tells the caller's mistake (422 naming
+    ``page_token``) from an outage (raised as is, for :func:`temporal_errors`)."""
+    raw = decode_token(token)
+    if raw is None:
+        return None
+    probe = ListWorkflowExecutionsRequest(
+        namespace=client.namespace, page_size=1, next_page_token=raw, query=query
+    )
+    try:
+        await client.workflow_service.list_workflow_executions(probe, retry=False)
+    except RPCError as err:
+        if err.status in (RPCStatusCode.UNKNOWN, RPCStatusCode.INVALID_ARGUMENT):
+            raise SpecError([("page_token", "is not a token from a previous page")]) from err
+        raise
     return raw
 
 
@@ -280,12 +303,25 @@ async def start(
     return Scheduled(job_id=spec.id, next_run_at=spec.run_at)
 
 
+def check_not_reserved(job_id: str) -> None:
+    """A system workflow's id (RESERVED_IDS) is no job: refused before Temporal is asked."""
+    try:
+        check_job_id(job_id)
+    except ValueError as err:
+        raise SpecError([("job_id", str(err))]) from err
+
+
 async def describe(
     client: Client, job_id: str
 ) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
+    """The job's handle and description; anything but a job or cron workflow is no job."""
+    check_not_reserved(job_id)
     handle = client.get_workflow_handle(job_id)
     async with temporal_errors(job_id):
-        return handle, await handle.describe()
+        desc = await handle.describe()
+    if desc.workflow_type not in (JOB_WORKFLOW, CRON_WORKFLOW):
+        raise JobNotFound(f"no job with id {job_id!r} (a {desc.workflow_type} workflow)")
+    return handle, desc
 
 
 async def status(client: Client, job_id: str) -> Report:
@@ -405,8 +441,8 @@ async def list_jobs(
     if status is not None:
         query += f' AND JobStatus = "{JobStatus(status).value}"'
     rows: list[JobRow] = []
-    token = decode_token(page_token)
     async with temporal_errors():
+        token = await readable_token(client, query, page_token)
         it = client.list_workflows(query, page_size=limit, next_page_token=token)
         await it.fetch_next_page(page_size=limit)
         for wf in it.current_page or []:
@@ -471,6 +507,10 @@ def check_note(note: str | None) -> str | None:
     if note is None or not note.strip():
         return None
     note = note.strip()
+    try:
+        note.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SpecError([("note", "contains a lone surrogate (not valid Unicode text)")]) from None
     if len(note) > MAX_NOTE:
         raise SpecError([("note", f"must be at most {MAX_NOTE} characters (got {len(note)})")])
     return note
@@ -486,12 +526,25 @@ def control_request(note: str | None = None, actor: str | None = None) -> Contro
 async def pause(
     client: Client,
     job_id: str,
-    until: datetime | None = None,
+    until: datetime | str | None = None,
     note: str | None = None,
     actor: str | None = None,
 ) -> Report:
-    request = PauseRequest(until=until, note=check_note(note), actor=actor)
-    return await _update(client, job_id, "pause", request)
+    """Hold a job; ``until`` (ISO-8601 text or an aware datetime) is checked against the date
+    range with this machine's clock, like ``run_at``."""
+    check_not_reserved(job_id)
+    return await _update(client, job_id, "pause", pause_request(until, note, actor))
+
+
+def pause_request(
+    until: datetime | str | None, note: str | None = None, actor: str | None = None
+) -> PauseRequest:
+    """A validated pause: ``until`` in the date range by this machine's clock."""
+    data = {"until": until, "note": check_note(note), "actor": actor}
+    try:
+        return PauseRequest.model_validate(data, context={"now": datetime.now(UTC)})
+    except ValidationError as err:
+        raise SpecError.from_validation(err) from err
 
 
 async def resume(
@@ -554,22 +607,23 @@ class _Problems:
             raise SpecError(self.items)
 
 
-def _aware(text: str) -> datetime:
-    moment = datetime.fromisoformat(text)
-    if moment.utcoffset() is None:
-        raise ValueError("must include a timezone offset")
-    return moment
-
-
-def preview_cron(expression: str, timezone: str, after: str | None, count: int) -> list[SlotTime]:
-    """The next ``count`` slots of an expression after ``after`` (default now)."""
+def preview_cron(
+    expression: str, timezone: str, after: str | datetime | None, count: int
+) -> list[SlotTime]:
+    """The next ``count`` slots of an expression after ``after`` (default now), which must
+    lie in the spec's date range (ISO-8601 with an offset, 1970 to 10 years ahead)."""
+    now = datetime.now(UTC)
     problems = _Problems()
     cron = problems.check("cron", lambda: cronmath.parse(expression))
     tz = problems.check("timezone", lambda: cronmath.zone(timezone))
-    start = problems.check("after", lambda: _aware(after) if after else datetime.now(UTC))
+    start = problems.check("after", lambda: now if after is None else parse_instant(after, now))
     problems.raise_any()
     assert cron is not None and tz is not None and start is not None
-    slots = cronmath.upcoming(cron, tz, start, count)
+    try:
+        slots = cronmath.upcoming(cron, tz, start, count)
+    except (OverflowError, ValueError) as err:  # a slot beyond what datetime can hold
+        reason = f"the next {count} slot(s) after it cannot be computed ({err}); ask for fewer"
+        raise SpecError([("after", reason)]) from err
     return [SlotTime(local=local, utc=utc) for local, utc in cronmath.slot_times(slots, tz)]
 
 

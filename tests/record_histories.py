@@ -67,7 +67,7 @@ async def record(client: Client, prefix: str) -> None:
             "handler": "demo.sleep",
             "payload": {"seconds": 0, "fail_times": 2},
             "delay": 0,
-            "backoff_base": 0.2,
+            "backoff_base": 1,
         },
         handlers,
     )

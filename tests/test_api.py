@@ -7,6 +7,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,8 @@ def test_controls_and_their_refusals(stack: Stack) -> None:
         ).status_code
         == 201
     )
-    paused = http.post(f"/jobs/{job_id}/pause", json={"until": "2099-01-01T00:00:00Z"})
+    until = (datetime.now(UTC) + timedelta(days=365)).isoformat()  # within 10 years ahead
+    paused = http.post(f"/jobs/{job_id}/pause", json={"until": until})
     assert paused.status_code == 200 and paused.json()["status"] == "paused"
     assert http.post(f"/jobs/{job_id}/resume").json()["status"] == "scheduled"
     again = http.post(f"/jobs/{job_id}/resume")
@@ -165,7 +167,7 @@ def test_poison_job_life_create_retries_dlq_requeue_runs_again(stack: Stack) -> 
             "payload": {"seconds": 0, "fail_times": 3},
             "delay": 0,
             "max_attempts": 3,
-            "backoff_base": 0.3,
+            "backoff_base": 1,
         },
     )
     dead = wait_status(http, job_id, "dead")

@@ -189,8 +189,12 @@ async def test_api_records_the_token_name(
         assert resumed.status_code == 200, resumed.text
         assert single.post(f"/jobs/{job_id}/trigger").status_code == 200  # no body, as before
         wait_status(alice, job_id, "dead")
-        # A body without a JSON content type (curl -d) is read as JSON all the same.
-        requeued = alice.post(f"/dlq/{job_id}/requeue", content=b'{"note": "retry after fix"}')
+        # A body sent as bytes, declared as JSON (a body needs Content-Type: application/json).
+        requeued = alice.post(
+            f"/dlq/{job_id}/requeue",
+            content=b'{"note": "retry after fix"}',
+            headers={"Content-Type": "application/json"},
+        )
         assert requeued.status_code == 200, requeued.text
         done = wait_status(alice, job_id, "done")
         assert trail_of(done) == [

@@ -172,7 +172,7 @@ def from_json(body: dict[str, Any]) -> list[Payload]:
 def in_process(token: str) -> httpx.AsyncClient:
     """The API app in this process (the codec endpoints need no Temporal)."""
     transport = httpx.ASGITransport(app=create_app(token))
-    return httpx.AsyncClient(transport=transport, base_url="http://api.test")
+    return httpx.AsyncClient(transport=transport, base_url="http://localhost:8000")
 
 
 @pytest.fixture
@@ -201,7 +201,8 @@ async def test_codec_endpoints_encode_decode_and_name_unknown_keys(
     refused = await http.post("/codec/decode", json=to_json([foreign]), headers=auth)
     assert refused.status_code == 422
     assert "key id 'k0'" in refused.json()["detail"][0]["reason"]
-    garbage = await http.post("/codec/decode", content=b'{"payloads": 3}', headers=auth)
+    as_json = {**auth, "Content-Type": "application/json"}
+    garbage = await http.post("/codec/decode", content=b'{"payloads": 3}', headers=as_json)
     assert garbage.status_code == 422 and garbage.json()["detail"][0]["field"] == "payloads"
     for headers in ({}, {"Authorization": "Bearer wrong"}):
         unauthorized = await http.post("/codec/decode", json=to_json([sealed]), headers=headers)

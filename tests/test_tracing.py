@@ -223,7 +223,7 @@ async def schedule_through(
         return
     app = create_app(token="", client=client)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         body = {
             "id": job_id,
             "name": "traced",
@@ -311,7 +311,7 @@ async def test_post_jobs_continues_the_callers_trace(
     job_id = f"traced-caller-{uuid.uuid4().hex[:8]}"
     app = create_app(token="", client=client)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://api"
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
     ) as http:
         answer = await http.post(
             "/jobs",

@@ -1,25 +1,31 @@
 """The job model: one pydantic spec shared by the CLI, the HTTP API and the workflows.
 
 Everything here is pure (no I/O, no clock) so the workflow sandbox can pass it through.
-Checks that depend on the current time (``run_at`` at most 10 years ahead) run only when the
-caller validates with ``context={"now": <aware datetime>}``; :func:`parse_spec` does that for
-every submission path, so data decoded inside a workflow is never re-judged against a clock.
+Checks that depend on the current time (``run_at`` at most 10 years ahead) or tighten the
+contract for new submissions (the backoff floor) run only when the caller validates with
+``context={"now": <aware datetime>}`` (the door); :func:`parse_spec` does that for every
+submission path, so data decoded inside a workflow (recorded histories included) is never
+re-judged against a clock or a newer rule.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AllowInfNan,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -38,9 +44,16 @@ JOB_RUN_AT = SearchAttributeKey.for_datetime("JobRunAt")
 SEARCH_ATTRIBUTES = (JOB_STATUS, JOB_NAME, JOB_HANDLER, JOB_RUN_AT)
 
 MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_PAYLOAD_DEPTH = 64  # nested objects/arrays, the payload object itself included
 # Pause acts on a job already dispatched to a worker only up to this long before run_at.
 CONTROL_CUTOFF = timedelta(seconds=10)
+# The one date range: every instant a person gives (run_at, pause until, a preview's after)
+# lies in [EARLIEST, now + MAX_AHEAD]; the upper end is checked where a clock is at hand.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_AHEAD = timedelta(days=3653)  # 10 years, leap days included
+# Temporal fires activity retries no sooner than about a second apart: a smaller base cannot
+# be honoured, so new submissions are refused below it (older jobs keep what they had).
+MIN_BACKOFF_BASE = 1.0
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 HANDLER_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 # A cron tick's id is "<cron id>@<slot>", the slot in UTC with seconds precision.
@@ -50,9 +63,93 @@ MAX_CRON_ID = 178
 _ID_RE = re.compile(f"{ID_PATTERN}|{TICK_ID_PATTERN}")
 
 
+def is_job_id(value: str) -> bool:
+    """Whether ``value`` has the shape of a job id (or of a cron slot's job id)."""
+    return _ID_RE.fullmatch(value) is not None
+
+
 def _spec_error(fields: str, message: str) -> PydanticCustomError:
     """A whole-spec error that still names its fields (pydantic gives those an empty loc)."""
     return PydanticCustomError("spec", message, {"fields": fields})
+
+
+# -- the door's shared rules ------------------------------------------------------------------
+
+ISO_EXAMPLE = "2030-01-01T09:00:00+00:00"
+
+
+def _iso_instant(value: Any) -> Any:
+    """An instant is an ISO-8601 string (parsed by the standard library) or a datetime; never
+    a number or a numeric string, which pydantic would otherwise read as Unix time."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:  # upper(): RFC 3339 allows a lowercase "t" and "z"
+            return datetime.fromisoformat(value.upper())
+        except ValueError:
+            pass
+    raise ValueError(f"must be an ISO-8601 date-time with an offset, e.g. {ISO_EXAMPLE}")
+
+
+def check_instant(value: datetime, now: datetime | None = None) -> datetime:
+    """The date range, in one place: aware, not before EARLIEST and, when ``now`` is given
+    (a submission, not data decoded in a workflow), at most MAX_AHEAD after it."""
+    if value.utcoffset() is None:
+        raise ValueError(f"must include a timezone offset, e.g. {ISO_EXAMPLE}")
+    too_early = "must not be before 1970-01-01T00:00:00Z"
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00: no such UTC instant
+        late = value.year > EARLIEST.year
+        raise ValueError("must be at most 10 years ahead" if late else too_early) from None
+    if utc < EARLIEST:
+        raise ValueError(too_early)
+    if now is not None and utc - now > MAX_AHEAD:
+        raise ValueError("must be at most 10 years ahead")
+    return value
+
+
+def parse_instant(value: Any, now: datetime | None = None) -> datetime:
+    """An ISO-8601 string or datetime checked like every Instant field (ValueError)."""
+    moment: datetime = _iso_instant(value)
+    return check_instant(moment, now)
+
+
+def _instant_in_range(value: datetime, info: ValidationInfo) -> datetime:
+    now = (info.context or {}).get("now")
+    return check_instant(value, now if isinstance(now, datetime) else None)
+
+
+# A time given by a person (run_at, pause until, a preview's after): see check_instant.
+Instant = Annotated[datetime, BeforeValidator(_iso_instant), AfterValidator(_instant_in_range)]
+
+
+def _valid_text(value: str) -> None:
+    """Refuse lone surrogates (pydantic's ``str`` does for fields; a payload is ``Any``)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("contains a lone surrogate (not valid Unicode text)") from None
+
+
+def check_json_tree(value: Any) -> None:
+    """A payload's shape: at most MAX_PAYLOAD_DEPTH levels of objects/arrays, finite numbers,
+    valid Unicode text (keys included). Iterative, so no input can exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > MAX_PAYLOAD_DEPTH:
+                raise ValueError(f"is nested more than {MAX_PAYLOAD_DEPTH} levels deep")
+            items = list(node.items()) if isinstance(node, dict) else [(None, v) for v in node]
+            for key, child in items:
+                if isinstance(key, str):
+                    _valid_text(key)
+                stack.append((child, depth + 1))
+        elif isinstance(node, str):
+            _valid_text(node)
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise ValueError(f"contains {node!r}; JSON numbers must be finite")
 
 
 class JobStatus(StrEnum):
@@ -76,15 +173,19 @@ Overlap = Literal["skip", "buffer_one", "allow_all", "cancel_other"]
 
 
 def _seconds(value: Any) -> Any:
-    """Let duration fields take ``90``, ``"90s"``, ``"5m"`` as well as plain numbers."""
-    if isinstance(value, str | int | float) and not isinstance(value, bool):
+    """Let duration fields take ``90``, ``"90s"``, ``"5m"`` as well as plain numbers (a bool
+    is left alone, for the strict float to refuse)."""
+    if isinstance(value, str):
         return parse_duration(value)
     if isinstance(value, timedelta):
         return value.total_seconds()
     return value
 
 
-Seconds = Annotated[float, BeforeValidator(_seconds)]
+# Strict: a JSON number or a duration string, never true/false; always finite.
+Number = Annotated[float, Strict(), AllowInfNan(False)]
+Count = Annotated[int, Strict()]
+Seconds = Annotated[float, Strict(), AllowInfNan(False), BeforeValidator(_seconds)]
 
 
 class JobSpec(BaseModel):
@@ -96,14 +197,14 @@ class JobSpec(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     handler: str = Field(min_length=1, max_length=200, pattern=HANDLER_PATTERN)
     payload: dict[str, Any] = Field(default_factory=dict)
-    run_at: datetime | None = None
+    run_at: Instant | None = None
     delay: Seconds | None = None
     cron: str | None = None
     timezone: str = "UTC"
-    max_attempts: int = Field(default=8, ge=1, le=100)
+    max_attempts: Count = Field(default=8, ge=1, le=100)
     backoff_base: Seconds = Field(default=2.0, gt=0, le=86400)
     backoff_max: Seconds = Field(default=300.0, gt=0, le=7 * 86400)
-    jitter: float = Field(default=0.3, ge=0, le=1)
+    jitter: Number = Field(default=0.3, ge=0, le=1)
     lease: Seconds = Field(default=60.0, ge=1, le=3600)
     timeout: Seconds = Field(default=3600.0, ge=1, le=7 * 86400)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
@@ -120,18 +221,18 @@ class JobSpec(BaseModel):
     def _check_id(cls, value: str) -> str:
         if value and not _ID_RE.fullmatch(value):
             raise ValueError("must be 1-200 characters of letters, digits and . _ : -")
+        check_job_id(value)
         return value
 
-    @field_validator("run_at")
+    @field_validator("backoff_base")
     @classmethod
-    def _check_run_at(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError("must include a timezone offset, e.g. 2030-01-01T09:00:00+00:00")
-        now = (info.context or {}).get("now")
-        if isinstance(now, datetime) and value - now > MAX_AHEAD:
-            raise ValueError("must be at most 10 years ahead")
+    def _check_backoff_floor(cls, value: float, info: ValidationInfo) -> float:
+        # At the door only: jobs already recorded with a smaller base keep replaying.
+        if (info.context or {}).get("now") is not None and value < MIN_BACKOFF_BASE:
+            raise ValueError(
+                f"must be at least {MIN_BACKOFF_BASE:g}s (Temporal does not fire retries "
+                "sooner than about a second apart)"
+            )
         return value
 
     @field_validator("delay")
@@ -144,8 +245,9 @@ class JobSpec(BaseModel):
     @field_validator("payload")
     @classmethod
     def _check_payload(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_json_tree(value)  # before dumps: depth, non-finite numbers, lone surrogates
         try:
-            size = len(json.dumps(value, separators=(",", ":")).encode())
+            size = len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode())
         except (TypeError, ValueError) as err:
             raise ValueError(f"must be JSON-serializable ({err})") from err
         if size > MAX_PAYLOAD_BYTES:
@@ -297,7 +399,10 @@ MAX_NOTE = 500  # characters of an operator's note (longer is refused by the CLI
 AUDIT_LIMIT = 50  # trail entries a job or cron keeps (newest); a cron carries them over
 UNKNOWN_ACTOR = "unknown"  # a control sent without one (e.g. with the bare temporal CLI)
 
-AuditAction = Literal["pause", "resume", "trigger", "cancel", "requeue", "discard", "update"]
+# "rejected": a message dropped by the workflow as invalid (workflows/inbox.py).
+AuditAction = Literal[
+    "pause", "resume", "trigger", "cancel", "requeue", "discard", "update", "rejected"
+]
 
 
 class AuditEntry(BaseModel):
@@ -339,14 +444,9 @@ def append_audit(
     del trail[:-AUDIT_LIMIT]
 
 
-def _require_offset(value: datetime | None) -> datetime | None:
-    if value is not None and value.utcoffset() is None:
-        raise ValueError("must include a timezone offset")
-    return value
-
-
-# A time given by a person: an offset is required, so no one's local clock is guessed.
-OffsetDatetime = Annotated[datetime | None, AfterValidator(_require_offset)]
+# A time given by a person: an offset is required, so no one's local clock is guessed; the
+# date range is the spec's (check_instant; 10 years ahead when validated with a "now").
+OffsetDatetime = Instant | None
 
 
 class PauseRequest(ControlRequest):
@@ -529,6 +629,20 @@ class CronReport(BaseModel):
 # -- handler registry ----------------------------------------------------------------------
 
 REGISTRY_WORKFLOW_ID = "handler-registry"
+
+# System workflow ids (singletons): never valid as job ids, never a job operation's target.
+RESERVED_IDS: Mapping[str, str] = {
+    DLQ_WORKFLOW_ID: "the dead-letter queue",
+    REGISTRY_WORKFLOW_ID: "the handler registry",
+}
+
+
+def check_job_id(job_id: str) -> str:
+    """Refuse a system workflow's id where a job id is expected (ValueError)."""
+    what = RESERVED_IDS.get(job_id)
+    if what is not None:
+        raise ValueError(f"{job_id!r} is reserved for the system ({what}); it is not a job")
+    return job_id
 
 
 class WorkerHandlers(BaseModel):
