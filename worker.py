@@ -10,6 +10,9 @@ the environment:
   enforced by the server (``max_task_queue_activities_per_second``), the lever for a herd.
 * ``JOBS_SHUTDOWN_GRACE`` (default 30s): on SIGTERM or SIGINT the worker stops polling and
   gives running attempts this long to finish before cancelling them.
+* ``JOBS_LOOP_STALL_LIMIT`` (default 60s; 0: off): a worker whose event loop has not turned
+  for this long (an async handler blocking it) logs where it is stuck and exits with code 70
+  for its supervisor to restart it (:mod:`activities.loop_watchdog`).
 * ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers.
 * ``JOBS_METRICS_PORT`` (default unset: no metrics endpoint): serve Prometheus metrics at
   ``http://JOBS_METRICS_HOST:JOBS_METRICS_PORT/metrics``, the SDK's ``temporal_*`` and the
@@ -37,6 +40,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.dlq import AlertActivities, park_in_dlq, report_to_dlq
+from activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE, LoopWatchdog, exit_now
 from activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
 from activities.notify import notifier_from_env
 from activities.registry import HandlerRegistry, load_handlers
@@ -71,6 +75,11 @@ def _env_float(name: str) -> float | None:
     return parse_duration(value) if value else None
 
 
+def _stall_limit() -> float:
+    limit = _env_float("JOBS_LOOP_STALL_LIMIT")
+    return 60.0 if limit is None else limit
+
+
 METRICS_PORT_ENV = "JOBS_METRICS_PORT"
 METRICS_HOST_ENV = "JOBS_METRICS_HOST"
 
@@ -95,6 +104,7 @@ class WorkerSettings:
     prefetch: int = field(default_factory=lambda: int(os.environ.get("JOBS_PREFETCH", "2000")))
     rate_limit: float | None = field(default_factory=lambda: _env_float("JOBS_RATE_LIMIT"))
     shutdown_grace: float = field(default_factory=lambda: _env_float("JOBS_SHUTDOWN_GRACE") or 30.0)
+    loop_stall_limit: float = field(default_factory=_stall_limit)
     identity: str = field(default_factory=lambda: f"{os.getpid()}@{socket.gethostname()}")
     handler_modules: str | None = None  # None: JOBS_HANDLER_MODULES
     metrics_port: int | None = field(default_factory=_metrics_port)  # None: no endpoint
@@ -192,9 +202,19 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
     registry = load_handlers(settings.handler_modules)
     job_worker = build_worker(client, settings, registry)
     await publish_handlers(client, settings, registry)
+    stopping: list[asyncio.Future[None]] = []  # the shutdowns SIGTERM/SIGINT started
+
+    def stop() -> None:
+        stopping.append(asyncio.ensure_future(job_worker.worker.shutdown()))
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(job_worker.worker.shutdown()))
+        loop.add_signal_handler(signum, stop)
+    watchdog = LoopWatchdog(
+        settings.loop_stall_limit, lambda: sorted(job_worker.activities.running)
+    )
+    if settings.loop_stall_limit > 0:
+        watchdog.start()
     log.info(
         "worker %s polling task queue %r (max %d concurrent jobs)",
         settings.identity,
@@ -203,14 +223,33 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
     )
     try:
         await job_worker.worker.run()
-    finally:
+    except asyncio.CancelledError:
+        if stopping:
+            raise
+        # Nobody asked us to stop: asyncio is tearing the loop down because a SystemExit or
+        # KeyboardInterrupt escaped into it (from a task or callback a handler started; the
+        # handler's own are contained). Exit for a restart rather than risk hanging on threads.
         job_worker.close()
+        log.critical(
+            "event loop torn down under the worker; exiting with %d", BROKEN_LOOP_EXIT_CODE
+        )
+        exit_now(BROKEN_LOOP_EXIT_CODE)
+    finally:
+        watchdog.stop()
+        job_worker.close()
+        # asyncio.run ends by waiting for its default executor's threads, without a time limit:
+        # one a handler left blocked (asyncio.to_thread) would keep this process alive after
+        # its shutdown. Give it an idle executor to wait for; the process ends with os._exit.
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
         log.info("worker %s stopped", settings.identity)
 
 
 def main() -> None:
+    """``python worker.py``: like ``jobs worker``, ends with ``os._exit`` once shut down, so a
+    thread a handler leaked (or one stuck in a handler) cannot keep the process alive."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     asyncio.run(run_worker(WorkerSettings()))
+    exit_now(0)
 
 
 if __name__ == "__main__":

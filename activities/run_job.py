@@ -3,7 +3,9 @@
 The heartbeat timeout is the lease. Heartbeats flow from the event loop while the handler runs
 (a thread for sync handlers), so a busy handler keeps its lease and a dead worker loses it.
 The round's attempt log travels in the heartbeat details, which Temporal hands to the next
-attempt, so every attempt's start, end, worker and error survive worker crashes.
+attempt, so every attempt's start, end, worker and error survive worker crashes. The start
+is recorded with the server before the handler runs, and whatever the handler raises stays
+in its attempt (:mod:`activities.attempt_outcome`).
 
 Pre-dispatch: a job reaches a worker up to its ``dispatch_lead`` (30 s) before run_at (each
 job at its own moment, so a herd due in one second costs the server its work spread over half
@@ -40,18 +42,29 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities import metrics
+from activities.attempt_outcome import (
+    AttemptLog,
+    AttemptTimeout,
+    CancelledByRequest,
+    HandedOver,
+    UnknownHandlerError,
+    contained_async,
+    contained_sync,
+    error_fields,
+    heartbeat_durably,
+    previous_attempts,
+)
 from activities.registry import HandlerRegistry, JobContext, PermanentError
-from workflows.backoff import base_delay, retry_delay
+from workflows.backoff import retry_delay
 from workflows.models import (
     JOB_STATUS,
     AttemptRecord,
     HeartbeatState,
+    JobSpec,
     JobStatus,
     RunJobInput,
     RunJobResult,
 )
-
-Outcome = Literal["succeeded", "failed", "cancelled", "handed_over"]
 
 log = logging.getLogger("jobs.run_job")
 # Failed attempts are routine for a job scheduler: we log one line each ourselves, and the
@@ -69,48 +82,6 @@ GO_CHECK_TIMEOUT = 10.0
 # older than LIVENESS_WINDOW waits for the server (see ServerLiveness).
 LIVENESS_PING = 0.25
 LIVENESS_WINDOW = 1.0
-
-
-class CancelledByRequest(Exception):
-    """Recorded as the error of an attempt stopped by ``jobs cancel``."""
-
-
-class HandedOver(Exception):
-    """Recorded as the error of an attempt given back by a worker shutting down cleanly."""
-
-
-class AttemptTimeout(Exception):
-    """The handler ran past the job's ``timeout``."""
-
-
-class UnknownHandlerError(PermanentError):
-    """The job names a handler this worker does not have."""
-
-
-def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
-    """The round's log from earlier attempts, closing one that died without reporting."""
-    if not info.heartbeat_details:
-        return HeartbeatState()
-    state = HeartbeatState.model_validate(info.heartbeat_details[0])
-    state.progress = None
-    if state.attempts and state.attempts[-1].outcome == "running":
-        spec = job.spec
-        # The server scheduled this attempt one RetryPolicy interval after the loss.
-        lost_at = info.current_attempt_scheduled_time - timedelta(
-            seconds=base_delay(max(info.attempt - 1, 1), spec.backoff_base, spec.backoff_max)
-        )
-        ran_for = (lost_at - state.attempts[-1].started_at).total_seconds()
-        if ran_for >= spec.timeout:
-            state.close_dangling(
-                lost_at, f"attempt exceeded the {spec.timeout:g}s timeout", "AttemptTimeout"
-            )
-        else:
-            state.close_dangling(
-                lost_at,
-                f"lease lost: no heartbeat for {spec.lease:g}s (worker died or stalled)",
-                "LeaseExpired",
-            )
-    return state
 
 
 def due_at(info: activity.Info, job: RunJobInput) -> datetime:
@@ -198,6 +169,7 @@ class JobActivities:
         self.worker = worker
         self.slots = asyncio.Semaphore(max_concurrent_jobs)
         self.liveness = ServerLiveness()
+        self.running: set[str] = set()  # attempts in their handler, for the loop watchdog
 
     @activity.defn(name="run_job")
     async def run_job(self, job: RunJobInput) -> RunJobResult:
@@ -297,31 +269,14 @@ class JobActivities:
     ) -> RunJobResult:
         """Run the handler once, recording the attempt (in the job's log and the metrics)."""
         spec = job.spec
-        started = time.monotonic()
         record = AttemptRecord(
             attempt=job.attempt_offset + len(state.attempts) + 1,
             round=job.round,
             started_at=clock.now(),
             worker=self.worker,
         )
-        state.attempts.append(record)
-        activity.heartbeat(state)  # the lease starts now; status shows the running attempt
+        attempt = AttemptLog(state, record, spec.handler)
         metrics.record_start(spec.handler, record.started_at - due)
-
-        def finish(
-            outcome: Outcome, error: BaseException | None = None, delay: float | None = None
-        ) -> None:
-            # Server start time plus our own monotonic duration: one consistent timeline.
-            ran = timedelta(seconds=time.monotonic() - started)
-            ended = record.started_at + ran
-            message = (str(error) or type(error).__name__) if error else None
-            kind = type(error).__name__ if error else None
-            state.attempts[-1] = record.close(outcome, ended, message, kind, delay)
-            state.progress = None
-            if outcome != "succeeded":  # the next attempt reads the log from these details
-                activity.heartbeat(state)
-            metrics.record_end(spec.handler, outcome, ran)
-
         ctx = JobContext(
             job_id=spec.id,
             name=spec.name,
@@ -334,84 +289,103 @@ class JobActivities:
         )
         ctx._report = lambda details: setattr(state, "progress", details)
         try:
-            fn = self.registry.get(spec.handler)
-            if fn is None:
-                raise UnknownHandlerError(
-                    f"unknown handler {spec.handler!r}; this worker has {self.registry.names()}"
-                )
-            try:
-                result = await asyncio.wait_for(self._run(fn, ctx, state, spec.lease), spec.timeout)
-            except TimeoutError as err:
-                raise AttemptTimeout(f"handler ran past the {spec.timeout:g}s timeout") from err
-            try:
-                json.dumps(result)
-            except (TypeError, ValueError) as err:  # retrying would not make it storable
-                raise PermanentError(f"handler returned a value that is not JSON: {err}") from err
+            # The lease starts now: status shows the attempt, even if its handler kills us.
+            await heartbeat_durably(state, min(spec.lease / 3, GO_CHECK_TIMEOUT))
+            result = await self._handle(job, ctx, state)
         except asyncio.CancelledError as err:
             # Report the attempt instead of raising where we can: Temporal drops the details
             # of a cancelled activity, and the workflow keeps the history.
             details = activity.cancellation_details()
             if details is not None and details.cancel_requested:
-                finish("cancelled", CancelledByRequest("job cancelled while running"))
+                attempt.close("cancelled", CancelledByRequest("job cancelled while running"))
                 return RunJobResult(attempts=state.attempts, cancelled=True)
             if details is not None and details.worker_shutdown:
-                finish("handed_over", HandedOver("worker shut down cleanly; runs elsewhere"))
+                attempt.close("handed_over", HandedOver("worker shut down cleanly; runs elsewhere"))
                 log.warning(
                     "job %s attempt %d handed over: worker shutting down", spec.id, record.attempt
                 )
                 return RunJobResult(attempts=state.attempts, handed_over=True)
-            finish("cancelled", err)  # lost its lease: Temporal retries it
+            attempt.close("cancelled", err)  # lost its lease: Temporal retries it
             raise
         except PermanentError as err:
-            finish("failed", err)
+            attempt.close("failed", err)
             log.warning("job %s attempt %d failed permanently: %s", spec.id, record.attempt, err)
+            message, kind = error_fields(err)
             raise ApplicationError(
-                str(err), state, type=type(err).__name__, non_retryable=True, category=BENIGN
+                message, state, type=kind, non_retryable=True, category=BENIGN
             ) from err
-        except Exception as err:
-            last = number_in_round >= spec.max_attempts
-            delay = (
-                None
-                if last
-                else retry_delay(
-                    number_in_round,
-                    spec.backoff_base,
-                    spec.backoff_max,
-                    spec.jitter,
-                    random.random(),
-                )
-            )
-            finish("failed", err, delay)
-            then = f"retry in {delay:.1f}s" if delay is not None else "no attempts left"
-            log.warning(
-                "job %s attempt %d failed: %s: %s; %s",
-                spec.id,
-                record.attempt,
-                type(err).__name__,
-                err,
-                then,
-            )
-            raise ApplicationError(
-                str(err) or type(err).__name__,
-                state,
-                type=type(err).__name__,
-                non_retryable=last,
-                next_retry_delay=timedelta(seconds=delay) if delay is not None else None,
-                category=BENIGN,
-            ) from err
-        finish("succeeded")
+        except Exception as err:  # a handler's SystemExit & co arrive as HandlerAborted
+            raise self._failed(attempt, err, number_in_round, spec) from err
+        attempt.close("succeeded")
         return RunJobResult(attempts=state.attempts, result=result)
 
+    async def _handle(self, job: RunJobInput, ctx: JobContext, state: HeartbeatState) -> Any:
+        """The handler's result, within the job's timeout and storable as JSON."""
+        spec = job.spec
+        fn = self.registry.get(spec.handler)
+        if fn is None:
+            raise UnknownHandlerError(
+                f"unknown handler {spec.handler!r}; this worker has {self.registry.names()}"
+            )
+        try:
+            async with asyncio.timeout(spec.timeout) as deadline:
+                result = await self._run(fn, ctx, state, spec.lease)
+        except TimeoutError as err:
+            if not deadline.expired():  # the handler's own TimeoutError: an ordinary failure
+                raise
+            raise AttemptTimeout(f"handler ran past the {spec.timeout:g}s timeout") from err
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as err:  # retrying would not make it storable
+            raise PermanentError(f"handler returned a value that is not JSON: {err}") from err
+        return result
+
+    def _failed(
+        self, attempt: AttemptLog, err: Exception, number_in_round: int, spec: JobSpec
+    ) -> ApplicationError:
+        """Close the attempt as failed; the error that retries it after its backoff (or, after
+        the round's last attempt, ends the round)."""
+        last = number_in_round >= spec.max_attempts
+        delay = (
+            None
+            if last
+            else retry_delay(
+                number_in_round, spec.backoff_base, spec.backoff_max, spec.jitter, random.random()
+            )
+        )
+        attempt.close("failed", err, delay)
+        message, kind = error_fields(err)
+        then = f"retry in {delay:.1f}s" if delay is not None else "no attempts left"
+        log.warning(
+            "job %s attempt %d failed: %s: %s; %s",
+            spec.id,
+            attempt.record.attempt,
+            kind,
+            message,
+            then,
+        )
+        return ApplicationError(
+            message,
+            attempt.state,
+            type=kind,
+            non_retryable=last,
+            next_retry_delay=timedelta(seconds=delay) if delay is not None else None,
+            category=BENIGN,
+        )
+
     async def _run(self, fn: Any, ctx: JobContext, state: HeartbeatState, lease: float) -> Any:
-        """Run the handler, heartbeating every third of the lease until it returns."""
+        """Run the handler, heartbeating every third of the lease until it returns. It runs
+        contained (see :mod:`activities.attempt_outcome`): nothing it raises reaches the loop."""
         if HandlerRegistry.is_async(fn):
-            task: asyncio.Future[Any] = asyncio.ensure_future(fn(ctx))
+            task: asyncio.Future[Any] = asyncio.ensure_future(contained_async(fn, ctx))
         else:
             loop = asyncio.get_running_loop()
             # The thread gets this attempt's context, so a handler's own trace spans nest
             # under the attempt's span.
             call = contextvars.copy_context().run
-            task = loop.run_in_executor(self.executor, call, fn, ctx)
+            task = loop.run_in_executor(self.executor, call, contained_sync, fn, ctx)
+        label = f"{ctx.job_id} attempt {ctx.attempt}"
+        self.running.add(label)
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=lease / 3)
@@ -424,3 +398,5 @@ class JobActivities:
             with contextlib.suppress(BaseException):
                 await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
             raise
+        finally:
+            self.running.discard(label)

@@ -50,3 +50,87 @@ def record(ctx: JobContext) -> dict[str, Any]:
 @handler("test.permanent")
 def permanent(ctx: JobContext) -> None:
     raise PermanentError("bad payload: nothing to do")
+
+
+# -- poison handlers (tests/test_poison_drill.py): each misbehaves in one way ----------------
+
+
+def _exit_in_thread() -> None:
+    import sys
+    import threading
+
+    thread = threading.Thread(target=sys.exit, args=(4,), name="poison-exit")
+    thread.start()
+    thread.join()
+
+
+def _leak_thread() -> str:
+    import threading
+
+    # Non-daemon and never ends: it must not keep the worker from exiting after SIGTERM.
+    thread = threading.Thread(target=threading.Event().wait, name="poison-leak")
+    thread.start()
+    return thread.name
+
+
+@handler("test.poison")
+def poison(ctx: JobContext) -> Any:
+    """A sync handler that misbehaves as payload.how says."""
+    import sys
+
+    how = ctx.payload["how"]
+    if how == "sys_exit":
+        sys.exit(3)
+    if how == "os_exit":
+        os._exit(5)
+    if how == "keyboard_interrupt":
+        raise KeyboardInterrupt
+    if how == "memory_error":
+        raise MemoryError("poison: pretend the heap is full")
+    if how == "huge_alloc":
+        return len(bytearray(10**15))  # raises MemoryError at once: nothing is allocated
+    if how == "generator_exit":
+        raise GeneratorExit("poison: a stray GeneratorExit")
+    if how == "cancelled_error":
+        import asyncio
+
+        raise asyncio.CancelledError("poison: a sync handler cannot be cancelled by asyncio")
+    if how == "timeout_error":
+        raise TimeoutError("poison: the handler's own timeout, not the job's")
+    if how == "system_exit_in_thread":
+        _exit_in_thread()  # ends only that thread: the handler goes on and succeeds
+        return {"thread": "exited"}
+    if how == "leak_thread":
+        return {"leaked": _leak_thread()}
+    raise ValueError(f"unknown poison {how!r}")
+
+
+@handler("test.poison_async")
+async def poison_async(ctx: JobContext) -> Any:
+    """An async handler that misbehaves as payload.how says."""
+    import asyncio
+    import sys
+    import threading
+
+    how = ctx.payload["how"]
+    if how == "sys_exit":
+        sys.exit(3)
+    if how == "keyboard_interrupt":
+        raise KeyboardInterrupt
+    if how == "generator_exit":
+        raise GeneratorExit("poison: a stray GeneratorExit")
+    if how == "cancelled_error":
+        raise asyncio.CancelledError("poison: cancelled itself, nobody asked")
+    if how == "stray_exit":
+        # A callback of its own raising SystemExit: asyncio lets it out of the event loop.
+        asyncio.get_running_loop().call_soon(sys.exit, 6)
+        await asyncio.sleep(3600)
+    if how == "leak_to_thread":
+        # A thread of asyncio's default executor that never ends: must not block exit either.
+        asyncio.get_running_loop().run_in_executor(None, threading.Event().wait)
+        return {"leaked": "default executor thread"}
+    if how == "block_loop":
+        # Blocks the worker's event loop: nothing else on this worker runs meanwhile.
+        time.sleep(float(ctx.payload.get("seconds", 3600)))  # noqa: ASYNC251
+        return {"slept": True}
+    raise ValueError(f"unknown poison {how!r}")

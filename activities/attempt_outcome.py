@@ -1,0 +1,181 @@
+"""What one attempt's ending is recorded as, and the wall that keeps a handler's exceptions
+inside its attempt.
+
+A handler may raise anything, including what is not an :class:`Exception`: ``sys.exit()``
+(SystemExit), ``KeyboardInterrupt``, ``GeneratorExit``, or an ``asyncio.CancelledError`` that
+nobody asked for. Let through, asyncio re-raises SystemExit and KeyboardInterrupt out of the
+event loop, which tears the whole worker down (every other attempt on it included), and the
+job's retry then does the same to every fresh worker it reaches. So the handler runs inside
+:func:`contained_sync` / :func:`contained_async`, which turn such an exception into a
+:class:`HandlerAborted`: the attempt fails with the original type and value as its reason,
+retried or dead-lettered like any failure, and the worker keeps polling.
+
+``asyncio.CancelledError`` keeps its meaning when it was asked for (``jobs cancel``, the job's
+timeout, a lost lease, a worker shutting down): only a handler cancelling itself is contained.
+A real Ctrl-C or SIGTERM never arrives as an exception inside a handler: the worker turns both
+into a graceful shutdown with its own signal handlers (worker.py).
+
+``os._exit()`` cannot be contained: it ends the worker process like SIGKILL, and the attempt
+is lost by its lease (recorded as ``LeaseExpired``) and retried on another worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, Literal
+
+from temporalio import activity
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
+
+from activities import metrics
+from activities.registry import JobContext, PermanentError
+from workflows.backoff import base_delay
+from workflows.models import AttemptRecord, HeartbeatState, RunJobInput
+
+Outcome = Literal["succeeded", "failed", "cancelled", "handed_over"]
+
+log = logging.getLogger("jobs.run_job")
+
+
+class CancelledByRequest(Exception):
+    """Recorded as the error of an attempt stopped by ``jobs cancel``."""
+
+
+class HandedOver(Exception):
+    """Recorded as the error of an attempt given back by a worker shutting down cleanly."""
+
+
+class AttemptTimeout(Exception):
+    """The handler ran past the job's ``timeout``."""
+
+
+class UnknownHandlerError(PermanentError):
+    """The job names a handler this worker does not have."""
+
+
+class HandlerAborted(Exception):
+    """A handler raised a BaseException that is not an Exception; the attempt records
+    ``raised`` (its type and value) as its error, and the worker carries on."""
+
+    def __init__(self, raised: BaseException, note: str = "") -> None:
+        super().__init__(f"handler raised {raised!r}{note}; the worker kept running")
+        self.raised = raised
+
+
+def error_fields(err: BaseException) -> tuple[str, str]:
+    """The (message, type name) an attempt records for ``err``."""
+    if isinstance(err, HandlerAborted):
+        return str(err), type(err.raised).__name__
+    return str(err) or type(err).__name__, type(err).__name__
+
+
+def contained_sync(fn: Callable[[JobContext], Any], ctx: JobContext) -> Any:
+    """Call a sync handler (in its pool thread), containing what is not an Exception."""
+    try:
+        return fn(ctx)
+    except Exception:
+        raise
+    except BaseException as err:  # asyncio never cancels a thread: any of these is the handler's
+        raise HandlerAborted(err) from err
+
+
+async def contained_async(fn: Callable[[JobContext], Awaitable[Any]], ctx: JobContext) -> Any:
+    """Await an async handler inside its own task, containing what is not an Exception,
+    a CancelledError included unless someone did cancel the task."""
+    try:
+        return await fn(ctx)
+    except Exception:
+        raise
+    except asyncio.CancelledError as err:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # asked for: cancel request, timeout, lost lease or shutdown
+        raise HandlerAborted(err, " without being cancelled") from err
+    except BaseException as err:
+        raise HandlerAborted(err) from err
+
+
+class AttemptLog:
+    """The running attempt's record in the round's log (the heartbeat details) and metrics."""
+
+    def __init__(self, state: HeartbeatState, record: AttemptRecord, handler: str) -> None:
+        self.state = state
+        self.record = record
+        self.handler = handler
+        self.started = time.monotonic()
+        state.attempts.append(record)
+
+    def close(
+        self, outcome: Outcome, error: BaseException | None = None, delay: float | None = None
+    ) -> None:
+        # Server start time plus our own monotonic duration: one consistent timeline.
+        ran = timedelta(seconds=time.monotonic() - self.started)
+        message, kind = error_fields(error) if error is not None else (None, None)
+        self.state.attempts[-1] = self.record.close(
+            outcome, self.record.started_at + ran, message, kind, delay
+        )
+        self.state.progress = None
+        if outcome != "succeeded":  # the next attempt reads the log from these details
+            activity.heartbeat(self.state)
+        metrics.record_end(self.handler, outcome, ran)
+
+
+def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
+    """The round's log from earlier attempts, closing one that died without reporting."""
+    if not info.heartbeat_details:
+        return HeartbeatState()
+    state = HeartbeatState.model_validate(info.heartbeat_details[0])
+    state.progress = None
+    if state.attempts and state.attempts[-1].outcome == "running":
+        spec = job.spec
+        # The server scheduled this attempt one RetryPolicy interval after the loss.
+        lost_at = info.current_attempt_scheduled_time - timedelta(
+            seconds=base_delay(max(info.attempt - 1, 1), spec.backoff_base, spec.backoff_max)
+        )
+        ran_for = (lost_at - state.attempts[-1].started_at).total_seconds()
+        if ran_for >= spec.timeout:
+            state.close_dangling(
+                lost_at, f"attempt exceeded the {spec.timeout:g}s timeout", "AttemptTimeout"
+            )
+        else:
+            state.close_dangling(
+                lost_at,
+                f"lease lost: no heartbeat for {spec.lease:g}s (worker died or stalled)",
+                "LeaseExpired",
+            )
+    return state
+
+
+async def heartbeat_durably(state: HeartbeatState, timeout: float) -> None:
+    """Record the attempt log with the server before the handler starts, and wait for its
+    answer. The SDK sends heartbeats in the background, at most one per 80% of the lease: a
+    handler that ends its process at once (``os._exit``, the OOM killer) would otherwise take
+    the record of its start along, and the next attempt could neither name the loss nor
+    count it against ``max_attempts``. If the server does not answer, the handler starts
+    anyway, as it did before this check.
+
+    This is the attempt's first heartbeat, not an extra one: the SDK's own start from the
+    handler loop's next beat (a second beat here would be billed as a second action)."""
+    info = activity.info()
+    client = activity.client()
+    try:
+        payloads = await client.data_converter.encode([state])
+        request = RecordActivityTaskHeartbeatRequest(
+            task_token=info.task_token,
+            details=Payloads(payloads=payloads),
+            identity=client.identity,
+            namespace=client.namespace,
+        )
+        answer = await client.workflow_service.record_activity_task_heartbeat(
+            request, timeout=timedelta(seconds=timeout)
+        )
+        if answer.cancel_requested:  # only the SDK's own beat delivers it to the activity
+            activity.heartbeat(state)
+    except Exception as err:  # unreachable, or the attempt is no longer current
+        log.warning("job %s: could not record the attempt's start: %s", info.workflow_id, err)
+        activity.heartbeat(state)  # let the SDK deliver it when the server is back
