@@ -15,19 +15,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError, is_cancelled_exception
+from temporalio.common import (
+    RawValue,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import (
+    ApplicationError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # "import a.b as b", not "from a import b": the latter bypasses the sandbox's import hook
     # and would load a fresh copy (with restricted ZoneInfo proxies) into every workflow run.
     import workflows.cronmath as cronmath
+    import workflows.inbox as inbox
     from workflows.models import (
         JOB_HANDLER,
         JOB_NAME,
@@ -42,7 +52,6 @@ with workflow.unsafe.imports_passed_through():
         JobSpec,
         JobStatus,
         PauseRequest,
-        SlotFinished,
         SlotOutcome,
         SlotRecord,
         SlotTime,
@@ -102,7 +111,10 @@ def tick_summary(spec: JobSpec, slot: datetime, cron: str) -> str:
 @workflow.defn(name="CronJobWorkflow")
 class CronJobWorkflow:
     @workflow.init
-    def __init__(self, start: CronInput) -> None:
+    def __init__(self, *args: Any) -> None:
+        """Started with one CronInput (checked by inbox.start_arg: a bad input fails the
+        workflow at once with InvalidWorkflowInput)."""
+        start = inbox.start_arg(args, inbox.CRON_START, inbox.check_cron_start)
         self.spec = start.spec
         self.state = start.state.model_copy(deep=True)
         self.event_budget = start.event_budget
@@ -120,7 +132,7 @@ class CronJobWorkflow:
         self.zone = cronmath.zone(self.spec.timezone)
 
     @workflow.run
-    async def run(self, start: CronInput) -> None:
+    async def run(self, *args: Any) -> None:
         if self.state.last_slot is None:
             self.state.last_slot = workflow.info().start_time
         try:
@@ -132,7 +144,10 @@ class CronJobWorkflow:
                             spec=self.spec, state=self._snapshot(), event_budget=self.event_budget
                         )
                     )
-                await self._step()
+                try:
+                    await self._step()
+                except cronmath.CronError as err:
+                    raise self._no_next_slot(err) from None
         except BaseException as err:
             if is_cancelled_exception(err):
                 self._note_cancellation("no further slots")
@@ -181,6 +196,20 @@ class CronJobWorkflow:
             return
         self.state.last_slot = slot
         await self._apply_overlap(slot)
+
+    def _no_next_slot(self, err: cronmath.CronError) -> ApplicationError:
+        """The schedule ran out (e.g. dates end with year 9999): the cron fails, saying why."""
+        message = f"cron {self.cron.expression} in {self.spec.timezone} {err}"
+        workflow.logger.error("cron %s: %s; no further slots", self.spec.id, message)
+        return ApplicationError(message, type="CronHasNoNextSlot", non_retryable=True)
+
+    def _next_slot(self, after: datetime) -> datetime | None:
+        """The next slot, or None when there is none (for display and for walking a backlog;
+        the run loop lets CronError through and fails the cron)."""
+        try:
+            return cronmath.next_slot(self.cron, self.zone, after)
+        except cronmath.CronError:
+            return None
 
     def _plan(self) -> tuple[datetime, datetime]:
         """The next slot and when to fire it (jitter drawn once per slot, deterministically)."""
@@ -269,8 +298,8 @@ class CronJobWorkflow:
         """Record the slots up to ``until`` that will not run (missed, or paused)."""
         assert self.state.last_slot is not None
         for _ in range(MAX_BACKLOG_RECORDS):
-            slot = cronmath.next_slot(self.cron, self.zone, self.state.last_slot)
-            if slot > until:
+            slot = self._next_slot(self.state.last_slot)
+            if slot is None or slot > until:
                 return
             self.state.last_slot = slot
             self._record(slot, outcome, detail=detail)
@@ -345,12 +374,8 @@ class CronJobWorkflow:
             parts = ["**paused**", f"until {self._when(until)}" if until else "until resumed"]
         else:
             # The planned slot when there is one (no second cron computation per wait).
-            nxt = (
-                self.planned[0]
-                if self.planned
-                else cronmath.next_slot(self.cron, self.zone, last_slot)
-            )
-            parts = ["**scheduled**", f"next slot {self._when(nxt)}"]
+            nxt = self.planned[0] if self.planned else self._next_slot(last_slot)
+            parts = ["**scheduled**", f"next slot {self._when(nxt) if nxt else 'none'}"]
         if self.triggers:
             parts.append(f"{self.triggers} manual run(s) queued")
         if self.state.running:
@@ -386,7 +411,10 @@ class CronJobWorkflow:
     @workflow.query
     def status(self) -> CronReport:
         assert self.state.last_slot is not None
-        upcoming = cronmath.upcoming(self.cron, self.zone, self.state.last_slot, NEXT_SLOTS)
+        try:
+            upcoming = cronmath.upcoming(self.cron, self.zone, self.state.last_slot, NEXT_SLOTS)
+        except cronmath.CronError:  # the schedule ends (the run loop fails the cron)
+            upcoming = []
         if self.cancelled:
             status = JobStatus.CANCELLED
         else:
@@ -399,7 +427,7 @@ class CronJobWorkflow:
             cron=self.cron.expression,
             timezone=self.spec.timezone,
             overlap=self.spec.overlap,
-            run_at=None if self.cancelled else upcoming[0],
+            run_at=None if self.cancelled or not upcoming else upcoming[0],
             paused_until=self.state.paused_until,
             next_slots=[
                 SlotTime(local=local, utc=utc)
@@ -425,8 +453,8 @@ class CronJobWorkflow:
 
     @pause.validator
     def _check_pause(self, request: PauseRequest) -> None:
-        if request.until is not None and request.until <= workflow.now():
-            raise ValueError("cannot pause: until is in the past")
+        inbox.check_until(request.until, workflow.now())
+        inbox.check_request(request)
 
     @workflow.update
     async def resume(self, request: ControlRequest | None = None) -> CronReport:
@@ -438,6 +466,7 @@ class CronJobWorkflow:
     def _check_resume(self, request: ControlRequest | None = None) -> None:
         if not self.state.paused:
             raise ValueError("cannot resume: the cron is not paused")
+        inbox.check_request(request)
 
     @workflow.update
     async def trigger(self, request: ControlRequest | None = None) -> CronReport:
@@ -446,6 +475,10 @@ class CronJobWorkflow:
         self.controls_seen += 1
         self._audit("trigger", request, "one extra slot now")
         return self.status()
+
+    @trigger.validator
+    def _check_trigger(self, request: ControlRequest | None = None) -> None:
+        inbox.check_request(request)
 
     @workflow.update(name="update")
     async def update_schedule(self, change: CronUpdate) -> CronReport:
@@ -464,19 +497,49 @@ class CronJobWorkflow:
     @update_schedule.validator
     def _check_update(self, change: CronUpdate) -> None:
         # CronError is a ValueError: raising it rejects the update, leaving no trace in history.
-        if change.cron is not None:
-            cronmath.parse(change.cron)
-        if change.timezone is not None:
-            cronmath.zone(change.timezone)
+        cron = cronmath.parse(change.cron) if change.cron is not None else self.cron
+        zone = cronmath.zone(change.timezone) if change.timezone is not None else self.zone
+        inbox.check_request(ControlRequest(actor=change.actor, note=change.note))
+        cronmath.next_slot(cron, zone, workflow.now())  # a schedule with no next slot is refused
 
     @workflow.signal
-    def cancel_requested(self, request: ControlRequest | None = None) -> None:
-        """Who cancels and why: sent just before the workflow cancellation itself."""
+    def cancel_requested(self, *args: Any) -> None:
+        """Who cancels and why (a ControlRequest): sent just before the workflow cancellation
+        itself. An invalid one is recorded as rejected; the cancellation still notes itself."""
+        request = args[0] if args else None
+        try:
+            raw = inbox.one_arg(args, "cancel_requested", optional=True)
+            checked = inbox.accept(inbox.CONTROL_ARG, raw, "cancel_requested")
+        except inbox.Invalid as err:
+            self._reject(str(err), request)
+            return
         self.cancel_noted = True
-        self._audit("cancel", request, "no further slots")
+        self._audit("cancel", checked, "no further slots")
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal this workflow does not define: recorded and dropped."""
+        self._reject(inbox.unknown_signal(name))
+
+    def _reject(self, reason: str, raw: object = None) -> None:
+        """Record a dropped message in the audit trail (see workflows/inbox.py)."""
+        streak = inbox.record_rejection(
+            self.state.audit, workflow.now(), reason, inbox.actor_of(raw)
+        )
+        if streak == 1:
+            workflow.logger.warning("cron %s: %s", self.spec.id, reason)
+        self._show()
 
     @workflow.signal
-    def slot_finished(self, report: SlotFinished) -> None:
+    def slot_finished(self, *args: Any) -> None:
+        """A SlotFinished, from a slot's job when it settles."""
+        raw = args[0] if args else None
+        try:
+            raw = inbox.one_arg(args, "slot_finished")
+            report = inbox.accept(inbox.SLOT_FINISHED_ARG, raw, "slot_finished")
+        except inbox.Invalid as err:
+            self._reject(str(err), raw)
+            return
         if self.state.running.pop(report.job_id, None) is not None:
             self.controls_seen += 1
         for record in self.state.recent:

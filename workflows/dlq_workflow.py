@@ -18,13 +18,16 @@ has finished, so nothing is lost or applied twice across the boundary.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, timedelta
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.inbox as inbox
     from workflows.models import (
         DLQ_WORKFLOW_ID,
         DeadEntry,
@@ -37,6 +40,10 @@ with workflow.unsafe.imports_passed_through():
 
 MAX_ENTRIES = 1000
 MAX_LOG = 500
+# Alerts waiting for the notify activity (a herd of parks while the webhook is down): beyond
+# this many the oldest are dropped and counted (``alert-dropped``); they stay in the index.
+MAX_PENDING_ALERTS = MAX_ENTRIES
+MAX_DETAIL = 1000  # characters of one log line's detail
 ALERT_BATCH = 100
 EVENT_BUDGET = 10_000
 ALERT_RETRY = RetryPolicy(
@@ -47,15 +54,20 @@ ALERT_RETRY = RetryPolicy(
 @workflow.defn(name="DeadLetterQueueWorkflow")
 class DeadLetterQueueWorkflow:
     @workflow.init
-    def __init__(self, state: DlqState) -> None:
-        self.parked: dict[str, DeadEntry] = {entry.job_id: entry for entry in state.entries}
-        self.log_lines = list(state.log)
-        self.pending_alerts = list(state.pending_alerts)
+    def __init__(self, *args: Any) -> None:
+        """Started with one DlqState (checked by inbox.start_arg)."""
+        state = inbox.start_arg(args, inbox.DLQ_START, lambda _: None)
+        # The caps hold for every state this workflow carries over; a state given by hand
+        # (temporal workflow start) is cut to them too.
+        entries = state.entries[-MAX_ENTRIES:]
+        self.parked: dict[str, DeadEntry] = {entry.job_id: entry for entry in entries}
+        self.log_lines = list(state.log[-MAX_LOG:])
+        self.pending_alerts = list(state.pending_alerts[-MAX_PENDING_ALERTS:])
         self.totals = dict(state.totals)
         self.generation = state.generation
 
     @workflow.run
-    async def run(self, state: DlqState) -> None:
+    async def run(self, *args: Any) -> None:
         self._show()
         while True:
             await workflow.wait_condition(
@@ -97,28 +109,65 @@ class DeadLetterQueueWorkflow:
     # -- signals -------------------------------------------------------------------------
 
     @workflow.signal
-    def park(self, entry: DeadEntry) -> None:
+    def park(self, *args: Any) -> None:
+        """A DeadEntry, from a job that just went dead."""
+        try:
+            entry = inbox.one_arg(args, "park")
+            checked = inbox.check_dead_entry(inbox.accept(inbox.DEAD_ENTRY_ARG, entry, "park"))
+        except inbox.Invalid as err:
+            self._reject(str(err))
+            return
+        self._park(checked)
+
+    def _park(self, entry: DeadEntry) -> None:
         self.parked.pop(entry.job_id, None)  # re-parked after a requeue: move to newest
         self.parked[entry.job_id] = entry
         while len(self.parked) > MAX_ENTRIES:
             del self.parked[next(iter(self.parked))]  # oldest; it stays listed by visibility
         self.pending_alerts.append(entry)
+        dropped = len(self.pending_alerts) - MAX_PENDING_ALERTS
+        if dropped > 0:
+            del self.pending_alerts[:dropped]
+            self.totals["alert-dropped"] = self.totals.get("alert-dropped", 0) + dropped
         self._record("parked", entry.job_id, f"after {entry.attempts} attempts: {entry.last_error}")
 
     @workflow.signal
-    async def requeue(self, job_id: str | ReleaseRequest) -> None:
+    async def requeue(self, *args: Any) -> None:
         """Run a dead job again with a fresh attempt budget (the job applies it only if dead).
 
         Takes a job id, or a ReleaseRequest (job id, who, why) that the job records."""
-        await self._forward("requeue", job_id)
+        await self._forward("requeue", args)
 
     @workflow.signal
-    async def discard(self, job_id: str | ReleaseRequest) -> None:
+    async def discard(self, *args: Any) -> None:
         """End a dead job for good (the job applies it only if dead)."""
-        await self._forward("discard", job_id)
+        await self._forward("discard", args)
 
     @workflow.signal
-    def job_released(self, release: JobRelease) -> None:
+    def job_released(self, *args: Any) -> None:
+        """A JobRelease, from a job answering a forwarded requeue or discard."""
+        try:
+            release = inbox.one_arg(args, "job_released")
+            checked = inbox.check_release(
+                inbox.accept(inbox.JOB_RELEASED_ARG, release, "job_released")
+            )
+        except inbox.Invalid as err:
+            self._reject(str(err))
+            return
+        self._released(checked)
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal this workflow does not define: recorded and dropped."""
+        self._reject(inbox.unknown_signal(name))
+
+    def _reject(self, reason: str) -> None:
+        """A dropped message: a ``rejected`` log line and count (see workflows/inbox.py). Not
+        logged by the worker too: a flood of thousands in one workflow task must stay cheap
+        (the SDK fails a task that holds the thread over 2 s)."""
+        self._record("rejected", detail=reason)
+
+    def _released(self, release: JobRelease) -> None:
         if not release.applied:
             self._record("ignored", release.job_id, f"{release.action}: job is {release.status}")
             return
@@ -133,18 +182,22 @@ class DeadLetterQueueWorkflow:
             detail += f": {release.note}"
         self._record(action, release.job_id, detail)
 
-    async def _forward(self, action: str, request: str | ReleaseRequest) -> None:
+    async def _forward(self, action: str, args: tuple[Any, ...]) -> None:
         # The argument tells the job the request came from here, so it answers back. A bare
         # job id (the older shape) is forwarded as before; a request keeps who and why.
+        try:
+            raw = inbox.one_arg(args, action)
+            request = inbox.accept(inbox.DLQ_RELEASE_ARG, raw, action)
+            job_id = request.job_id if isinstance(request, ReleaseRequest) else request
+            if not job_id:
+                raise inbox.Invalid(f"{action}: no job id given")
+            inbox.check_job_ref(job_id)
+        except inbox.Invalid as err:
+            self._reject(str(err))
+            return
         forwarded: str | ReleaseRequest = DLQ_WORKFLOW_ID
         if isinstance(request, ReleaseRequest):
-            job_id = request.job_id or ""
             forwarded = request.model_copy(update={"source": DLQ_WORKFLOW_ID})
-        else:
-            job_id = request
-        if not job_id:
-            self._record("ignored", "", f"{action}: no job id given")
-            return
         try:
             await workflow.get_external_workflow_handle(job_id).signal(action, forwarded)
         except FailureError as err:
@@ -155,14 +208,16 @@ class DeadLetterQueueWorkflow:
     # -- queries ---------------------------------------------------------------------------
 
     @workflow.query
-    def entries(self, limit: int = MAX_ENTRIES) -> list[DeadEntry]:
-        """Recently parked jobs still dead, newest first."""
-        return sorted(self.parked.values(), key=lambda e: e.parked_at, reverse=True)[:limit]
+    def entries(self, limit: Any = MAX_ENTRIES) -> list[DeadEntry]:
+        """Recently parked jobs still dead, newest first (at most ``limit``, an integer)."""
+        count = inbox.query_limit(limit, MAX_ENTRIES)
+        return sorted(self.parked.values(), key=lambda e: e.parked_at, reverse=True)[:count]
 
     @workflow.query
-    def log(self, limit: int = MAX_LOG) -> list[DlqLogLine]:
-        """The audit log, newest last."""
-        return self.log_lines[-limit:]
+    def log(self, limit: Any = MAX_LOG) -> list[DlqLogLine]:
+        """The audit log, newest last (the last ``limit`` lines, an integer)."""
+        count = inbox.query_limit(limit, MAX_LOG)
+        return self.log_lines[len(self.log_lines) - count :]
 
     @workflow.query
     def state(self) -> DlqState:
@@ -172,9 +227,13 @@ class DeadLetterQueueWorkflow:
 
     def _record(self, action: str, job_id: str = "", detail: str = "") -> None:
         self.totals[action] = self.totals.get(action, 0) + 1
-        self.log_lines.append(
-            DlqLogLine(at=workflow.now(), action=action, job_id=job_id, detail=detail)
+        line = DlqLogLine(
+            at=workflow.now(),
+            action=action,
+            job_id=job_id,
+            detail=inbox.clip_text(detail, MAX_DETAIL),
         )
+        self.log_lines.append(line)
         del self.log_lines[:-MAX_LOG]
         self._show()
 

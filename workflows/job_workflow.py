@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import RawValue, RetryPolicy, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -27,6 +27,7 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.inbox as inbox
     from workflows.durations import format_duration
     from workflows.models import (
         CONTROL_CUTOFF,
@@ -131,8 +132,10 @@ def unnoted_cancellation(already_noted: bool) -> ControlRequest | None:
 @workflow.defn(name="JobWorkflow")
 class JobWorkflow:
     @workflow.init
-    def __init__(self, spec: JobSpec) -> None:
-        self.spec = spec
+    def __init__(self, *args: Any) -> None:
+        """Started with one JobSpec (checked by inbox.start_arg: a bad input fails the
+        workflow at once with InvalidWorkflowInput)."""
+        self.spec = inbox.start_arg(args, inbox.JOB_START, inbox.check_job_start)
         self.state = JobStatus.SCHEDULED
         self.paused_until: datetime | None = None
         self.triggered = False
@@ -149,7 +152,12 @@ class JobWorkflow:
         self.cancel_noted = False  # the cancel_requested signal recorded who and why
 
     @workflow.run
-    async def run(self, spec: JobSpec) -> JobReport:
+    async def run(self, *args: Any) -> JobReport:
+        assert self.spec.run_at is not None  # inbox.check_job_start
+        try:
+            inbox.check_due(self.spec.run_at, workflow.now(), "run_at")
+        except inbox.Invalid as err:
+            raise inbox.invalid_start(str(err)) from None
         self._ensure_search_attributes()
         self._show()
         try:
@@ -464,8 +472,8 @@ class JobWorkflow:
         waiting = self.state in (JobStatus.SCHEDULED, JobStatus.PAUSED) and not self.triggered
         if not (waiting or self._waiting_in_worker()):
             raise ValueError(f"cannot pause: job is {self.state}; only a waiting job pauses")
-        if request.until is not None and request.until <= workflow.now():
-            raise ValueError("cannot pause: until is in the past")
+        inbox.check_until(request.until, workflow.now())
+        inbox.check_request(request)
 
     @workflow.update
     async def resume(self, request: ControlRequest | None = None) -> JobReport:
@@ -477,6 +485,7 @@ class JobWorkflow:
     def _check_resume(self, request: ControlRequest | None = None) -> None:
         if self.state != JobStatus.PAUSED:
             raise ValueError(f"cannot resume: job is {self.state}, not paused")
+        inbox.check_request(request)
 
     @workflow.update
     async def trigger(self, request: ControlRequest | None = None) -> JobReport:
@@ -494,28 +503,53 @@ class JobWorkflow:
             )
         if self.state not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or self.triggered:
             raise ValueError(f"cannot trigger: job is {self.state}; it is not waiting to run")
+        inbox.check_request(request)
 
     @workflow.signal
-    def cancel_requested(self, request: ControlRequest | None = None) -> None:
-        """Who cancels and why: sent just before the workflow cancellation itself."""
+    def cancel_requested(self, *args: Any) -> None:
+        """Who cancels and why (a ControlRequest): sent just before the workflow cancellation
+        itself. An invalid one is recorded as rejected; the cancellation still notes itself."""
+        request = args[0] if args else None
+        try:
+            raw = inbox.one_arg(args, "cancel_requested", optional=True)
+            checked = inbox.accept(inbox.CONTROL_ARG, raw, "cancel_requested")
+        except inbox.Invalid as err:
+            self._reject(str(err), request)
+            return
         self.cancel_noted = True
-        self._audit("cancel", request)
+        self._audit("cancel", checked)
 
     @workflow.signal
-    async def requeue(self, source: str | ReleaseRequest | None = None) -> None:
+    async def requeue(self, *args: Any) -> None:
         """Run a dead job again with a fresh attempt budget. Ignored unless dead.
 
         Takes a ReleaseRequest (who and why), or the older shapes: nothing, or the source."""
-        await self._release("requeue", source)
+        await self._release("requeue", args)
 
     @workflow.signal
-    async def discard(self, source: str | ReleaseRequest | None = None) -> None:
+    async def discard(self, *args: Any) -> None:
         """End a dead job for good. Ignored unless dead."""
-        await self._release("discard", source)
+        await self._release("discard", args)
 
-    async def _release(
-        self, action: Literal["requeue", "discard"], request: str | ReleaseRequest | None
-    ) -> None:
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal this workflow does not define: recorded and dropped."""
+        self._reject(inbox.unknown_signal(name))
+
+    def _reject(self, reason: str, raw: object = None) -> None:
+        """Record a dropped message in the audit trail (see workflows/inbox.py)."""
+        streak = inbox.record_rejection(self.audit, workflow.now(), reason, inbox.actor_of(raw))
+        if streak == 1:
+            workflow.logger.warning("job %s: %s", self.spec.id, reason)
+        self._show()
+
+    async def _release(self, action: Literal["requeue", "discard"], args: tuple[Any, ...]) -> None:
+        try:
+            raw = inbox.one_arg(args, action, optional=True)
+            request = inbox.accept(inbox.JOB_RELEASE_ARG, raw, action)
+        except inbox.Invalid as err:
+            self._reject(str(err), args[0] if args else None)
+            return
         if not isinstance(request, ReleaseRequest):
             request = ReleaseRequest(source=request)
         via = " (via the dead-letter queue)" if request.source == DLQ_WORKFLOW_ID else ""

@@ -9,24 +9,34 @@ STALE_AFTER are dropped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.models import WorkerHandlers
+    import workflows.inbox as inbox
 
 STALE_AFTER = timedelta(days=7)
+# Characters of worker and handler names kept (inbox.registry_size): the oldest workers go
+# beyond it, so the state stays well within one payload across continue-as-new.
+REGISTRY_BUDGET = 1_000_000
 
 
 @workflow.defn(name="HandlerRegistryWorkflow")
 class HandlerRegistryWorkflow:
     @workflow.init
-    def __init__(self, workers: list[WorkerHandlers]) -> None:
+    def __init__(self, *args: Any) -> None:
+        """Started with one list of WorkerHandlers (checked by inbox.start_arg)."""
+        workers = inbox.start_arg(args, inbox.REGISTRY_START, lambda _: None)
         self.workers = {entry.worker: entry for entry in workers}
+        self.rejected = 0
+        self._trim()
 
     @workflow.run
-    async def run(self, workers: list[WorkerHandlers]) -> None:
+    async def run(self, *args: Any) -> None:
         await workflow.wait_condition(
             lambda: (
                 workflow.info().is_continue_as_new_suggested()
@@ -37,10 +47,41 @@ class HandlerRegistryWorkflow:
         workflow.continue_as_new(list(self.workers.values()))
 
     @workflow.signal
-    def publish(self, entry: WorkerHandlers) -> None:
-        self.workers[entry.worker] = entry
+    def publish(self, *args: Any) -> None:
+        """A WorkerHandlers, from a worker starting up."""
+        try:
+            entry = inbox.one_arg(args, "publish")
+            checked = inbox.accept(inbox.WORKER_HANDLERS_ARG, entry, "publish")
+            inbox.check_worker_handlers(checked, workflow.now())
+        except inbox.Invalid as err:
+            self._reject(str(err))
+            return
+        self.workers[checked.worker] = checked
         cutoff = workflow.now() - STALE_AFTER
         self.workers = {k: v for k, v in self.workers.items() if v.published_at >= cutoff}
+        self._trim()
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        self._reject(inbox.unknown_signal(name))
+
+    def _reject(self, reason: str) -> None:
+        """A dropped message: counted and shown in the Web UI (see workflows/inbox.py)."""
+        workflow.logger.warning("handler registry: %s", reason)
+        self.rejected += 1
+        workflow.set_current_details(
+            f"{self.rejected} invalid message(s) dropped in this run; "
+            f"latest: {inbox.clip_text(reason, inbox.MAX_REASON)}"
+        )
+
+    def _trim(self) -> None:
+        """Drop the least recently published workers beyond REGISTRY_BUDGET."""
+        size = sum(inbox.registry_size(entry) for entry in self.workers.values())
+        for entry in sorted(self.workers.values(), key=lambda e: e.published_at):
+            if size <= REGISTRY_BUDGET:
+                return
+            size -= inbox.registry_size(entry)
+            del self.workers[entry.worker]
 
     @workflow.query
     def handlers(self) -> list[str]:
