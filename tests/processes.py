@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from starter.binaries import temporal_cli
 from starter.devserver import die_with_parent, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +40,18 @@ def jobs(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.Com
     """Run the installed ``jobs`` console script and capture its output."""
     return subprocess.run(
         [JOBS, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def temporal(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real `temporal` binary, with no project code anywhere near it."""
+    return subprocess.run(
+        [temporal_cli(), *args, "--address", address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
     )
 
 

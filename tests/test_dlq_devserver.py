@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 import uuid
 from typing import Any
@@ -15,10 +14,9 @@ from temporalio.client import Client
 
 from activities.registry import load_handlers
 from starter import dlq, operations
-from starter.binaries import temporal_cli
 from starter.devserver import DevServer
 from tests.conftest import running_worker
-from tests.processes import Workers, jobs, jobs_json
+from tests.processes import Workers, jobs, jobs_json, temporal
 from tests.test_cli import wait_for
 from workflows.backoff import retry_delay_bounds
 from workflows.models import DLQ_WORKFLOW_ID, JobStatus
@@ -63,18 +61,6 @@ async def wait_parked(client: Client, job_ids: set[str], timeout: float = 60) ->
                 f"expected - listed {sorted(job_ids - listed)[:10]}"
             )
         await asyncio.sleep(0.3)
-
-
-def temporal(address: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """The real `temporal` binary, with no project code anywhere near it."""
-    return subprocess.run(
-        [temporal_cli(), *args, "--address", address],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
-    )
 
 
 async def test_requeue_three_ways_and_discard(

@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,10 +31,10 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from starter import dlq, operations
-from starter.binaries import temporal_cli
 from starter.devserver import DevServer
 from tests.conftest import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
+from tests.processes import temporal
 from workflows.models import (
     DLQ_WORKFLOW_ID,
     REGISTRY_WORKFLOW_ID,
@@ -69,18 +68,6 @@ class Targets:
     waiting: str  # a JobWorkflow waiting for its run_at (an hour ahead)
     dead: str  # a JobWorkflow parked in the DLQ
     cron: str  # a CronJobWorkflow
-
-
-def temporal(address: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """The real `temporal` binary, nothing of ours near it."""
-    return subprocess.run(
-        [temporal_cli(), *args, "--address", address],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
-    )
 
 
 async def eventually(
