@@ -13,6 +13,11 @@ the environment:
 * ``JOBS_LOOP_STALL_LIMIT`` (default 60s; 0: off): a worker whose event loop has not turned
   for this long (an async handler blocking it) logs where it is stuck and exits with code 70
   for its supervisor to restart it (:mod:`activities.loop_watchdog`).
+* ``JOBS_CANCEL_LATENCY`` (default 10s; at least 1s): the most ``jobs cancel`` takes to reach
+  a running handler (``ctx.cancelled``, an async handler's CancelledError). A cancel rides the
+  answer to a heartbeat, so while a handler runs its worker sends one at least this often
+  (or every 80% of the job's lease, if that is shorter): 3600/10 = 360 heartbeats per hour of
+  handler run time at the default, each a billed action on Temporal Cloud.
 * ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers.
 * ``JOBS_METRICS_PORT`` (default unset: no metrics endpoint): serve Prometheus metrics at
   ``http://JOBS_METRICS_HOST:JOBS_METRICS_PORT/metrics``, the SDK's ``temporal_*`` and the
@@ -44,7 +49,7 @@ from activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE, LoopWatchdog, exit_n
 from activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
 from activities.notify import notifier_from_env
 from activities.registry import HandlerRegistry, load_handlers
-from activities.run_job import JobActivities
+from activities.run_job import DEFAULT_CANCEL_LATENCY, JobActivities
 from starter.client import connect, task_queue
 from starter.errors import SpecError
 from workflows.cron_workflow import CronJobWorkflow
@@ -80,6 +85,22 @@ def _stall_limit() -> float:
     return 60.0 if limit is None else limit
 
 
+CANCEL_LATENCY_ENV = "JOBS_CANCEL_LATENCY"
+MIN_CANCEL_LATENCY = 1.0
+
+
+def _cancel_latency() -> float:
+    raw = os.environ.get(CANCEL_LATENCY_ENV, "").strip()
+    try:
+        value = parse_duration(raw) if raw else DEFAULT_CANCEL_LATENCY
+    except ValueError as err:
+        raise SpecError([(CANCEL_LATENCY_ENV, str(err))]) from err
+    if not MIN_CANCEL_LATENCY <= value < float("inf"):
+        reason = f"must be at least {MIN_CANCEL_LATENCY:g}s (a duration like 10s), not {raw!r}"
+        raise SpecError([(CANCEL_LATENCY_ENV, reason)])
+    return value
+
+
 METRICS_PORT_ENV = "JOBS_METRICS_PORT"
 METRICS_HOST_ENV = "JOBS_METRICS_HOST"
 
@@ -105,6 +126,7 @@ class WorkerSettings:
     rate_limit: float | None = field(default_factory=lambda: _env_float("JOBS_RATE_LIMIT"))
     shutdown_grace: float = field(default_factory=lambda: _env_float("JOBS_SHUTDOWN_GRACE") or 30.0)
     loop_stall_limit: float = field(default_factory=_stall_limit)
+    cancel_latency: float = field(default_factory=_cancel_latency)  # seconds
     identity: str = field(default_factory=lambda: f"{os.getpid()}@{socket.gethostname()}")
     handler_modules: str | None = None  # None: JOBS_HANDLER_MODULES
     metrics_port: int | None = field(default_factory=_metrics_port)  # None: no endpoint
@@ -140,7 +162,13 @@ def build_worker(
     executor = ThreadPoolExecutor(
         max_workers=settings.max_concurrent_jobs, thread_name_prefix="job-handler"
     )
-    jobs = JobActivities(registry, executor, settings.identity, settings.max_concurrent_jobs)
+    jobs = JobActivities(
+        registry,
+        executor,
+        settings.identity,
+        settings.max_concurrent_jobs,
+        cancel_latency=settings.cancel_latency,
+    )
     alerts = AlertActivities(notifier_from_env())
     worker = Worker(
         client,
@@ -151,6 +179,9 @@ def build_worker(
         max_concurrent_activities=settings.max_concurrent_jobs + settings.prefetch,
         max_task_queue_activities_per_second=settings.rate_limit,
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace),
+        # Heartbeats carry cancels: the SDK sends one at most every min(80% of the lease,
+        # this); the handler loop beats as often (see JobActivities.beat_every).
+        max_heartbeat_throttle_interval=timedelta(seconds=settings.cancel_latency),
         identity=settings.identity,
         workflow_runner=sandbox_runner(),
     )

@@ -18,6 +18,13 @@ activity counts the attempts that reached the handler, refusing to run past ``ma
 An attempt lost while it was only waiting (its worker died before run_at) therefore costs
 nothing, and one lost mid-handler counts as spent.
 
+Cancel latency: a cancel reaches the attempt in the answer to a heartbeat. While the handler
+runs, the loop beats every ``min(lease / 3, cancel_latency)`` and the worker lets the SDK send
+one every ``min(80% of the lease, cancel_latency)`` (``max_heartbeat_throttle_interval``), so a
+cancel reaches the handler within :meth:`JobActivities.cancel_within` (10 s by default): 360
+heartbeats per hour of handler run time. While an attempt only waits for its run_at it beats at
+the SDK's own cadence (80% of the lease): a cancel then is caught by its check before run_at.
+
 Metrics (:mod:`activities.metrics`): each attempt that reaches its handler counts as started
 with its fire lag (handler start minus when the attempt was due, see :func:`due_at`), and as
 succeeded or failed with its run time when it ends.
@@ -72,6 +79,11 @@ log = logging.getLogger("jobs.run_job")
 BENIGN = ApplicationErrorCategory.BENIGN
 # Sync handlers that ignore ctx.cancelled get this long to notice before we give up on them.
 CANCEL_GRACE_SECONDS = 5.0
+# The most a cancel takes to reach a running handler, unless the worker says otherwise
+# (JOBS_CANCEL_LATENCY, worker.py): the heartbeat cadence while a handler runs.
+DEFAULT_CANCEL_LATENCY = 10.0
+# The SDK sends heartbeats at most every this fraction of the heartbeat timeout (the lease).
+SDK_THROTTLE = 0.8
 # A pre-dispatched attempt checks, this many seconds before run_at (plus a random spread so a
 # herd does not check at once), that the job still wants to run. Pause refuses to act later
 # than CONTROL_CUTOFF before run_at (see JobWorkflow), so the check always sees it.
@@ -114,9 +126,11 @@ class ServerClock:
 
 
 async def sleep_heartbeating(seconds: float, state: HeartbeatState, lease: float) -> None:
+    """Wait, holding the lease at the SDK's default cadence (no handler runs: no cancel to
+    hurry, and no heartbeat beyond what the lease needs)."""
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
-        await asyncio.sleep(min(left, lease / 3))
+        await asyncio.sleep(min(left, lease * SDK_THROTTLE))
         activity.heartbeat(state)
 
 
@@ -163,13 +177,25 @@ class JobActivities:
         executor: ThreadPoolExecutor,
         worker: str,
         max_concurrent_jobs: int,
+        cancel_latency: float = DEFAULT_CANCEL_LATENCY,
     ):
         self.registry = registry
+        self.cancel_latency = cancel_latency
         self.executor = executor
         self.worker = worker
         self.slots = asyncio.Semaphore(max_concurrent_jobs)
         self.liveness = ServerLiveness()
         self.running: set[str] = set()  # attempts in their handler, for the loop watchdog
+
+    def cancel_within(self, lease: float) -> float:
+        """The most a cancel takes to reach a running handler: how often its heartbeats reach
+        the server (the worker's throttle is ``cancel_latency``, the SDK's 80% of the lease)."""
+        return min(lease * SDK_THROTTLE, self.cancel_latency)
+
+    def beat_every(self, lease: float) -> float:
+        """How often the handler loop hands the SDK a heartbeat: at least as often as the
+        throttle lets one through, so every one the throttle allows is sent."""
+        return min(lease / 3, self.cancel_latency)
 
     @activity.defn(name="run_job")
     async def run_job(self, job: RunJobInput) -> RunJobResult:
@@ -226,9 +252,10 @@ class JobActivities:
 
     async def _still_wanted(self) -> Literal["withdrawn", "cancelled", "handed_over"] | None:
         """One look at the job before run_at: paused or cancelled meanwhile, or is this attempt
-        no longer the current one? (Cancellation also arrives through heartbeats, but those are
-        throttled to 80% of the lease.) While the server cannot be reached the handler does not
-        start: its outcome could not be recorded, and the server would run it again."""
+        no longer the current one? (Cancellation also arrives through heartbeats, but a
+        waiting attempt beats only every 80% of the lease.) While the server cannot be reached
+        the handler does not start: its outcome could not be recorded, and the server would
+        run it again."""
         info = activity.info()
         assert info.workflow_id is not None
         handle = activity.client().get_workflow_handle(
@@ -288,6 +315,7 @@ class JobActivities:
             worker=self.worker,
         )
         ctx._report = lambda details: setattr(state, "progress", details)
+        state.cancel_within = self.cancel_within(spec.lease)
         try:
             # The lease starts now: status shows the attempt, even if its handler kills us.
             await heartbeat_durably(state, min(spec.lease / 3, GO_CHECK_TIMEOUT))
@@ -388,7 +416,7 @@ class JobActivities:
         self.running.add(label)
         try:
             while True:
-                done, _ = await asyncio.wait({task}, timeout=lease / 3)
+                done, _ = await asyncio.wait({task}, timeout=self.beat_every(lease))
                 if done:
                     return task.result()
                 activity.heartbeat(state)

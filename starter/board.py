@@ -47,7 +47,7 @@ from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.errors import JobNotFound
-from starter.operations import CRON_WORKFLOW, temporal_errors
+from starter.operations import CRON_WORKFLOW, cancel_requested, temporal_errors
 from workflows.job_workflow import RESERVE_ATTEMPTS, RUN_JOB
 from workflows.models import (
     DLQ_MEMO_KEY,
@@ -101,6 +101,10 @@ class Card(BaseModel):
     heartbeat_late: bool = False
     worker: str | None = None
     progress: Any = None
+    cancelling: bool = Field(False, description="a cancel was accepted; not settled yet")
+    cancel_within: float | None = Field(
+        None, description="cancelling: reaches the running handler within this (seconds)"
+    )
     last_error: str | None = None
     parked_at: datetime | None = None
 
@@ -284,6 +288,8 @@ class Snapshot:
         activities = [
             a for a in desc.raw_description.pending_activities if a.activity_type.name == RUN_JOB
         ]
+        if cancel_requested(desc):
+            card = card.model_copy(update={"cancelling": True})
         if not activities:  # between attempts: a workflow task waits for a worker
             return "pending", card
         activity = activities[0]
@@ -312,7 +318,12 @@ class Snapshot:
                 update["last_heartbeat_at"] = beat
                 lease = update.get("lease")
                 update["heartbeat_late"] = bool(lease and (self.now - beat).total_seconds() > lease)
-            update["progress"] = await self.progress(activity.heartbeat_details.payloads)
+            state = await self.beat(activity.heartbeat_details.payloads)
+            if state is not None:
+                update["progress"] = state.progress
+                running = bool(state.attempts) and state.attempts[-1].outcome == "running"
+                if card.cancelling and running:
+                    update["cancel_within"] = state.cancel_within
         else:
             next_at = (
                 activity.next_attempt_schedule_time.ToDatetime(UTC)
@@ -325,15 +336,16 @@ class Snapshot:
             update["worker"] = None
         return column, card.model_copy(update=update)
 
-    async def progress(self, payloads: Any) -> Any:
-        """What the handler last reported (``ctx.report_progress``), decoded locally."""
+    async def beat(self, payloads: Any) -> HeartbeatState | None:
+        """The attempt's last heartbeat details (what the handler last reported with
+        ``ctx.report_progress``, ...), decoded locally."""
         if not payloads:
             return None
         try:
             [state] = await self.client.data_converter.decode(list(payloads[:1]), [HeartbeatState])
         except Exception:  # a payload this API cannot decode: no progress shown
             return None
-        return state.progress if isinstance(state, HeartbeatState) else None
+        return state if isinstance(state, HeartbeatState) else None
 
 
 def _clip(text: str | None) -> str | None:

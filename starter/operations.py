@@ -430,7 +430,34 @@ def _with_live_state(
             update["next_attempt_at"] = next_at
         if activity.HasField("last_failure") and activity.last_failure.message:
             update["last_error"] = activity.last_failure.message
+    if not closed and not report.status.finished and cancel_requested(desc):
+        update["status"] = JobStatus.CANCELLING
+        update["cancel_within"] = _handler_cancel_within(desc, beat)
     return report.model_copy(update=update) if update else report
+
+
+def cancel_requested(desc: WorkflowExecutionDescription) -> bool:
+    """Has the server accepted a cancel of this job (it settles as ``cancelled`` soon)?"""
+    raw = desc.raw_description
+    return raw.workflow_extended_info.cancel_requested or any(
+        a.state == PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
+        for a in raw.pending_activities
+    )
+
+
+def _handler_cancel_within(
+    desc: WorkflowExecutionDescription, beat: HeartbeatState | None
+) -> float | None:
+    """While a handler runs, the most a cancel takes to reach it (its worker says, in the
+    heartbeat details); None if no handler is running."""
+    pending = desc.raw_description.pending_activities
+    started = (
+        PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+        PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED,
+    )
+    if not pending or pending[0].state not in started or beat is None or not beat.attempts:
+        return None
+    return beat.cancel_within if beat.attempts[-1].outcome == "running" else None
 
 
 async def list_jobs(
@@ -575,7 +602,9 @@ async def update_cron(
 async def cancel(
     client: Client, job_id: str, note: str | None = None, actor: str | None = None
 ) -> None:
-    """Request cancellation; a running attempt is cancelled through its heartbeat.
+    """Request cancellation; a running attempt is cancelled through its heartbeat (within
+    ``JOBS_CANCEL_LATENCY`` of its worker, 10 s by default). Until the job settles its status
+    is ``cancelling``.
 
     The ``cancel_requested`` signal goes first, so the job's audit trail has who and why
     (recorded at the server's time) before the cancellation reaches it; like the
@@ -583,6 +612,8 @@ async def cancel(
     request = ControlRequest(actor=actor, note=check_note(note))
     handle, desc = await describe(client, job_id)
     require_open(job_id, "cancel", desc)
+    if cancel_requested(desc):
+        return  # already on its way: the first cancel's who and why stand
     async with temporal_errors(job_id):
         await handle.signal("cancel_requested", request)
         why = f": {request.note}" if request.note else ""

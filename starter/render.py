@@ -54,8 +54,20 @@ def status_line(report: JobReport, now: datetime) -> str:
             )
         case JobStatus.DEAD:
             return f"dead after {len(report.attempts)} attempts: waiting for requeue or discard"
+        case JobStatus.CANCELLING:
+            return cancelling_line(report, now)
         case _:
             return str(report.status)
+
+
+def cancelling_line(report: JobReport, now: datetime) -> str:
+    """``cancelling: requested ... ago; the cancel reaches the handler within ~10s``."""
+    asked = [e.at for e in report.audit if e.action == "cancel"]
+    since = f"requested {when(asked[-1], now)}; " if asked else ""
+    if report.cancel_within is not None:
+        bound = format_duration(report.cancel_within)
+        return f"cancelling: {since}the cancel reaches the handler within ~{bound} of the request"
+    return f"cancelling: {since}no handler is running, it settles without one"
 
 
 def report_text(report: JobReport, now: datetime | None = None) -> str:

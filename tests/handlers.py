@@ -134,3 +134,53 @@ async def poison_async(ctx: JobContext) -> Any:
         time.sleep(float(ctx.payload.get("seconds", 3600)))  # noqa: ASYNC251
         return {"slept": True}
     raise ValueError(f"unknown poison {how!r}")
+
+
+# -- cancel latency (tests/test_cancel.py) -----------------------------------------------------
+
+
+def _mark(ctx: JobContext, event: str, **extra: Any) -> None:
+    _append(
+        Path(ctx.payload["path"]),
+        {"key": ctx.idempotency_key, "event": event, "at": time.time(), **extra},
+    )
+
+
+@handler("test.cancel_watch")
+def cancel_watch(ctx: JobContext) -> dict[str, Any]:
+    """Sleep payload.seconds, watching ``ctx.cancelled``; record when the cancel was seen."""
+    _mark(ctx, "start")
+    if ctx.sleep(float(ctx.payload["seconds"])):
+        _mark(ctx, "cancel_seen")
+        return {"stopped": "cancelled"}
+    _mark(ctx, "done")
+    return {"slept": ctx.payload["seconds"]}
+
+
+@handler("test.cancel_watch_async")
+async def cancel_watch_async(ctx: JobContext) -> dict[str, Any]:
+    """Async: sleep payload.seconds; record when the CancelledError arrived."""
+    import asyncio
+
+    _mark(ctx, "start")
+    try:
+        await asyncio.sleep(float(ctx.payload["seconds"]))
+    except asyncio.CancelledError:
+        _mark(ctx, "cancel_seen")
+        raise
+    _mark(ctx, "done")
+    return {"slept": ctx.payload["seconds"]}
+
+
+@handler("test.ignore_cancel")
+def ignore_cancel(ctx: JobContext) -> dict[str, Any]:
+    """Ignore ``ctx.cancelled``: wait until payload.release exists (at most payload.seconds),
+    then finish the work payload.after seconds later and return."""
+    _mark(ctx, "start")
+    release = Path(ctx.payload["release"])
+    deadline = time.monotonic() + float(ctx.payload.get("seconds", 60))
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(float(ctx.payload.get("after", 1)))
+    _mark(ctx, "done", cancelled=ctx.cancelled)
+    return {"finished": True}

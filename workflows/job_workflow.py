@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy, SearchAttributePair, TypedSearchAttributes
@@ -66,6 +66,9 @@ PARK_IN_DLQ = "park_in_dlq"
 REPORT_TO_DLQ = "report_to_dlq"
 # Reaching the DLQ must not fail the job: keep trying, at most every 30 s.
 DLQ_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))
+# A cancel accepted while an attempt ran ends the job cancelled even when the attempt ended
+# otherwise (its handler finished first): before this patch such a job went on to done.
+CANCEL_WINS_PATCH = "cancel-wins-over-a-finished-attempt"
 
 
 def start_search_attributes(spec: JobSpec, status: JobStatus) -> TypedSearchAttributes:
@@ -150,6 +153,7 @@ class JobWorkflow:
         self.parked_at: datetime | None = None
         self.audit: list[AuditEntry] = []  # operator actions, oldest first
         self.cancel_noted = False  # the cancel_requested signal recorded who and why
+        self.cancel_detail: str | None = None  # how a cancel met the running attempt
 
     @workflow.run
     async def run(self, *args: Any) -> JobReport:
@@ -188,7 +192,7 @@ class JobWorkflow:
                 outcome = await self._run_round()
         except BaseException as err:
             if is_cancelled_exception(err):
-                self._note_cancellation(None)
+                self._note_cancellation(self.cancel_detail)
                 self._set_status(JobStatus.CANCELLED)
                 await self._tell_parent()
             raise
@@ -314,29 +318,37 @@ class JobWorkflow:
             self._show()
             first, last = job.spent + 1, self.spec.max_attempts
             tries = f"attempt {first}" if first == last else f"attempts {first}-{last}"
+            attempt = workflow.start_activity(
+                RUN_JOB,
+                job,
+                summary=clip(f"{self.spec.handler} · round {self.round} · {tries} of {last}"),
+                result_type=RunJobResult,
+                activity_id=f"round-{self.round}{suffix}",
+                start_to_close_timeout=attempt_allowance(self.spec),
+                heartbeat_timeout=timedelta(seconds=self.spec.lease),
+                retry_policy=retry_policy(self.spec, job.budget),
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
             try:
-                outcome = await workflow.execute_activity(
-                    RUN_JOB,
-                    job,
-                    summary=clip(f"{self.spec.handler} · round {self.round} · {tries} of {last}"),
-                    result_type=RunJobResult,
-                    activity_id=f"round-{self.round}{suffix}",
-                    start_to_close_timeout=attempt_allowance(self.spec),
-                    heartbeat_timeout=timedelta(seconds=self.spec.lease),
-                    retry_policy=retry_policy(self.spec, job.budget),
-                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                )
+                outcome = await attempt
             except ActivityError as err:
                 if is_cancelled_exception(err):
                     raise
                 self.attempts.extend(attempts_from_failure(err, workflow.now()))
                 self.last_error = failure_message(err)
                 return "exhausted"
+            except asyncio.CancelledError:
+                # Cancelled in the very task that brought the attempt's end: keep its record.
+                if not attempt.done() or attempt.cancelled() or attempt.exception() is not None:
+                    raise
+                self._cancel_met(attempt.result())
             finally:
                 self.dispatched_until = None
+            if outcome.cancelled or (
+                workflow.cancellation_reason() is not None and workflow.patched(CANCEL_WINS_PATCH)
+            ):
+                self._cancel_met(outcome)  # the workflow was cancelled; the record is kept
             self.attempts.extend(outcome.attempts)
-            if outcome.cancelled:
-                raise asyncio.CancelledError()  # the workflow was cancelled; the record is kept
             if outcome.withdrawn:
                 return "withdrawn"
             if outcome.handed_over:
@@ -421,8 +433,27 @@ class JobWorkflow:
         append_audit(self.audit, action, request, workflow.now(), detail)
         self._show()
 
+    def _cancel_met(self, outcome: RunJobResult) -> NoReturn:
+        """End the round cancelled, keeping the attempt's record. An attempt that ended
+        otherwise while the cancel was on its way (its handler finished first, say) does not
+        beat the cancel: the job still ends cancelled, with a finished handler's result kept
+        and the audit trail saying so."""
+        self.attempts.extend(outcome.attempts)
+        if not (outcome.cancelled or outcome.withdrawn or outcome.handed_over):
+            self.result = outcome.result
+            self.cancel_detail = "arrived after the handler had finished; its result is kept"
+        raise asyncio.CancelledError()
+
     def _note_cancellation(self, detail: str | None) -> None:
         request = unnoted_cancellation(self.cancel_noted)
+        if request is None and detail is not None:
+            noted = [i for i, e in enumerate(self.audit) if e.action == "cancel"]
+            if noted:  # the cancel_requested signal's entry: say how it ended
+                entry = self.audit[noted[-1]]
+                self.audit[noted[-1]] = entry.model_copy(update={"detail": detail})
+                self._show()
+                return
+            request = ControlRequest()
         if request is not None:
             self._audit("cancel", request, detail)
 

@@ -163,6 +163,7 @@ class JobStatus(StrEnum):
     DONE = "done"
     DEAD = "dead"  # exhausted; parked in the dead-letter queue
     CANCELLED = "cancelled"
+    CANCELLING = "cancelling"  # cancel accepted, not settled yet (live state; never upserted)
 
     @property
     def finished(self) -> bool:
@@ -363,6 +364,9 @@ class HeartbeatState(BaseModel):
 
     attempts: list[AttemptRecord] = Field(default_factory=list)
     progress: Any = None
+    # While the handler runs: the most a cancel takes to reach it, in seconds (its worker's
+    # heartbeat cadence), for ``jobs status`` to promise while a cancel is on its way.
+    cancel_within: float | None = None
 
     def close_dangling(self, ended_at: datetime, error: str, error_type: str) -> None:
         """Mark an attempt that never reported its end (its worker died or it timed out)."""
@@ -474,6 +478,7 @@ class JobReport(BaseModel):
     next_attempt_at: datetime | None = None
     last_heartbeat_at: datetime | None = None
     worker: str | None = None
+    cancel_within: float | None = None  # cancelling: reaches the handler within this (seconds)
     audit: list[AuditEntry] = Field(default_factory=list)  # operator actions, oldest first
 
 

@@ -148,7 +148,7 @@
       case "pending":
       case "running":
       case "retrying":
-        return ["cancel"];
+        return card.cancelling ? [] : ["cancel"];
       case "dead":
         return ["requeue", "discard"];
       default:
@@ -200,6 +200,10 @@
         break;
       default:
         break;
+    }
+    if (card.cancelling) {
+      line(el("span", { class: "badge cancelling", text: "cancelling" }), " ",
+        card.cancel_within ? `reaches the handler within ~${card.cancel_within}s` : "settles shortly");
     }
     if (card.last_error && column !== "done") {
       line(el("span", { class: "error", text: card.last_error }));
