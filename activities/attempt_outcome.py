@@ -37,7 +37,7 @@ from activities.registry import JobContext, PermanentError
 from workflows.backoff import base_delay
 from workflows.models import AttemptRecord, HeartbeatState, RunJobInput
 
-Outcome = Literal["succeeded", "failed", "cancelled", "handed_over"]
+Outcome = Literal["succeeded", "failed", "lost", "cancelled", "handed_over"]
 
 log = logging.getLogger("jobs.run_job")
 
@@ -48,6 +48,28 @@ class CancelledByRequest(Exception):
 
 class HandedOver(Exception):
     """Recorded as the error of an attempt given back by a worker shutting down cleanly."""
+
+
+class LeaseExpired(Exception):
+    """Recorded as the error of an attempt whose lease ran out (no heartbeat in time)."""
+
+
+class WorkerStopped(Exception):
+    """Recorded as the error of an attempt whose worker's event loop stopped under it."""
+
+
+def cancellation_cause(
+    details: activity.ActivityCancellationDetails | None, lease: float
+) -> tuple[Outcome, BaseException]:
+    """What a CancelledError that is neither ``jobs cancel`` nor a clean shutdown means for
+    the attempt: a lost lease, a worker whose loop was torn down, or Temporal's own reason."""
+    if details is None:  # not Temporal's cancel: asyncio cancelled every task on the way out
+        stopped = "the worker's event loop stopped under the attempt; it runs again elsewhere"
+        return "lost", WorkerStopped(stopped)
+    if details.timed_out or details.not_found:
+        lost = f"lease lost: no heartbeat for {lease:g}s (worker died or stalled)"
+        return "lost", LeaseExpired(lost)
+    return "cancelled", asyncio.CancelledError("attempt cancelled by Temporal (paused or reset)")
 
 
 class AttemptTimeout(Exception):
@@ -146,7 +168,7 @@ def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
             state.close_dangling(
                 lost_at,
                 f"lease lost: no heartbeat for {spec.lease:g}s (worker died or stalled)",
-                "LeaseExpired",
+                LeaseExpired.__name__,
             )
     return state
 

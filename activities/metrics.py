@@ -75,7 +75,7 @@ def record_start(handler: str, lag: timedelta) -> None:
 
 
 def record_end(handler: str, outcome: str, ran: timedelta) -> None:
-    """An attempt ended: ``succeeded``, ``failed``, ``cancelled`` or ``handed_over``."""
+    """An attempt ended: ``succeeded``, ``failed``, ``lost``, ``cancelled`` or ``handed_over``."""
     meter = _meter(handler)
     counter = {"succeeded": SUCCEEDED, "failed": FAILED_ATTEMPTS}.get(outcome)
     if counter is not None:

@@ -55,6 +55,7 @@ from activities.attempt_outcome import (
     CancelledByRequest,
     HandedOver,
     UnknownHandlerError,
+    cancellation_cause,
     contained_async,
     contained_sync,
     error_fields,
@@ -320,7 +321,7 @@ class JobActivities:
             # The lease starts now: status shows the attempt, even if its handler kills us.
             await heartbeat_durably(state, min(spec.lease / 3, GO_CHECK_TIMEOUT))
             result = await self._handle(job, ctx, state)
-        except asyncio.CancelledError as err:
+        except asyncio.CancelledError:
             # Report the attempt instead of raising where we can: Temporal drops the details
             # of a cancelled activity, and the workflow keeps the history.
             details = activity.cancellation_details()
@@ -333,7 +334,7 @@ class JobActivities:
                     "job %s attempt %d handed over: worker shutting down", spec.id, record.attempt
                 )
                 return RunJobResult(attempts=state.attempts, handed_over=True)
-            attempt.close("cancelled", err)  # lost its lease: Temporal retries it
+            attempt.close(*cancellation_cause(details, spec.lease))  # Temporal retries it
             raise
         except PermanentError as err:
             attempt.close("failed", err)

@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,12 +15,29 @@ from temporalio.client import Client
 
 from activities.registry import load_handlers
 from starter import dlq, operations
+from starter.client import connect
 from starter.devserver import DevServer
 from tests.conftest import running_worker
 from tests.processes import Workers, jobs, jobs_json, temporal
 from tests.test_cli import wait_for
 from workflows.backoff import retry_delay_bounds
 from workflows.models import DLQ_WORKFLOW_ID, JobStatus
+
+
+@pytest.fixture(scope="module")
+async def dev_server() -> AsyncIterator[DevServer]:
+    """A server of this module's own: these tests list every dead job, so the dead jobs other
+    modules leave on the session's server must not be there."""
+    server = DevServer(db_file=None)
+    await server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def dev_client(dev_server: DevServer) -> Client:
+    return await connect(dev_server.address, "default")
+
 
 pytestmark = pytest.mark.devserver
 

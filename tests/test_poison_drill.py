@@ -220,13 +220,24 @@ class Lethal:
     handler: str
     how: str
     exit_code: int
-    log: str  # what the dying worker logged, if it could
+    logs: tuple[str, ...]  # what the dying worker logged (one of these), if it could
+    # How each attempt may be recorded: by its lease running out, or (a loop torn down while
+    # the worker can still speak) by the attempt itself on the way out, racing the exit.
+    recorded: tuple[str, ...] = ("LeaseExpired",)
 
 
 LETHAL = [
-    Lethal("test.poison", "os_exit", 5, ""),
-    Lethal("test.poison_async", "block_loop", BROKEN_LOOP_EXIT_CODE, "event loop blocked"),
-    Lethal("test.poison_async", "stray_exit", BROKEN_LOOP_EXIT_CODE, "event loop torn down"),
+    Lethal("test.poison", "os_exit", 5, ("",)),
+    Lethal("test.poison_async", "block_loop", BROKEN_LOOP_EXIT_CODE, ("event loop blocked",)),
+    # The torn-down loop is reported by the worker, unless its teardown outlasts the drill's
+    # 4 s stall limit under load and the watchdog ends it first: the same exit either way.
+    Lethal(
+        "test.poison_async",
+        "stray_exit",
+        BROKEN_LOOP_EXIT_CODE,
+        ("event loop torn down", "event loop blocked"),
+        ("LeaseExpired", "WorkerStopped"),
+    ),
 ]
 
 
@@ -258,12 +269,18 @@ async def test_lethal_poison_ends_workers_cleanly_and_each_job_dies_by_lease(
     for case, job_id in zip(LETHAL, ids, strict=True):
         report = await wait_status(dev_client, job_id, JobStatus.DEAD, timeout=75, tick=supervise)
         lost = report.attempts
-        assert [(a.outcome, a.error_type) for a in lost] == [("lost", "LeaseExpired")] * 2, lost
-        assert all("lease lost" in (a.error or "") for a in lost)
+        assert [a.outcome for a in lost] == ["lost", "lost"], lost
+        assert all(a.error_type in case.recorded for a in lost), (case, lost)
+        assert all(
+            "lease lost" in (a.error or "")
+            if a.error_type == "LeaseExpired"
+            else "event loop stopped" in (a.error or "")
+            for a in lost
+        ), lost
         assert len({a.worker for a in lost}) == 2
         for attempt in lost:  # its worker exited (it did not hang), with the case's code
             assert exits.get(attempt.worker) == case.exit_code, (case, attempt, exits)
-            assert case.log in logs[attempt.worker]
+            assert any(text in logs[attempt.worker] for text in case.logs), case
     supervise()
     assert len(exits) == 2 * len(LETHAL), exits  # no worker died of anything else
     for proc in alive:
