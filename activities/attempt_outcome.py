@@ -53,6 +53,9 @@ class HandedOver(Exception):
 class LeaseExpired(Exception):
     """Recorded as the error of an attempt whose lease ran out (no heartbeat in time)."""
 
+    def __init__(self, lease: float) -> None:
+        super().__init__(f"lease lost: no heartbeat for {lease:g}s (worker died or stalled)")
+
 
 class WorkerStopped(Exception):
     """Recorded as the error of an attempt whose worker's event loop stopped under it."""
@@ -67,8 +70,7 @@ def cancellation_cause(
         stopped = "the worker's event loop stopped under the attempt; it runs again elsewhere"
         return "lost", WorkerStopped(stopped)
     if details.timed_out or details.not_found:
-        lost = f"lease lost: no heartbeat for {lease:g}s (worker died or stalled)"
-        return "lost", LeaseExpired(lost)
+        return "lost", LeaseExpired(lease)
     return "cancelled", asyncio.CancelledError("attempt cancelled by Temporal (paused or reset)")
 
 
@@ -165,11 +167,7 @@ def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
                 lost_at, f"attempt exceeded the {spec.timeout:g}s timeout", "AttemptTimeout"
             )
         else:
-            state.close_dangling(
-                lost_at,
-                f"lease lost: no heartbeat for {spec.lease:g}s (worker died or stalled)",
-                LeaseExpired.__name__,
-            )
+            state.close_dangling(lost_at, str(LeaseExpired(spec.lease)), LeaseExpired.__name__)
     return state
 
 
