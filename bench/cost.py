@@ -1,136 +1,224 @@
-"""Server cost per job: history events and workflow tasks, read from real histories.
+"""Cost per job in Temporal Cloud billable actions, history events and workflow tasks.
 
     python -m bench.cost [--slots 5]
 
-One fresh dev server (SQLite file, WAL) with our worker and the baseline's. Measured cases:
-a successful one-shot (ours and the baseline's timer + activity), a job that fails once and
-then succeeds, a dead-letter round trip (parked after its attempts, requeued, succeeds; the
-DLQ workflow's own events for the round trip are added), and a cron slot (a cron job every
-3 s; the parent's events and every slot's child job, divided by the slots). Prints a table
-and writes JSON.
+One fresh dev server (SQLite file, WAL, metrics endpoint) with our worker and the baseline's.
+Each case runs alone in a window; everything the server did in it is counted: the histories
+of every run open meanwhile, by the rules in bench/actions.py, plus the activity heartbeats
+and queries that reached the server (its metrics endpoint). Cases:
+
+- one-shot with a no-op handler: ours, the raw pattern (bench/baseline.py: a timer, then one
+  activity) and a Temporal Schedule limited to one action, starting a workflow that runs that
+  same activity (no timer: the Schedule waits);
+- a job that fails twice, then succeeds;
+- a dead-letter round trip: parked after its attempts, requeued, succeeds (the dead-letter
+  queue workflow's share included);
+- one cron slot: ours (``*/3 * * * * *``) and a Temporal Schedule firing every 3 s, each
+  measured over ``--slots`` slots, from one handler start to the one ``--slots`` later.
+
+The bench itself sends no query (it waits on describe and on the handlers' start records).
+Prints a table and writes JSON (per case: actions by kind, events, workflow tasks, and the
+dev server's own ``action`` counter for comparison).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
-from datetime import UTC, datetime
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleSpec,
+    ScheduleState,
+)
 
 from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
-from bench.common import OURS_QUEUE, side, write_result
+from bench.common import OURS_QUEUE, write_result
+from bench.meter import MeteredServer, Reading, Window, metered_side, read, window
 from starter import dlq, operations
-from workflows.models import DLQ_WORKFLOW_ID, JobStatus
+from workflows.models import JOB_STATUS
 
-TASKS_DONE = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
-
-
-async def cost(client: Client, workflow_id: str, run_id: str | None = None) -> tuple[int, int]:
-    """(history events, completed workflow tasks) of one run."""
-    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-    return len(history.events), sum(1 for e in history.events if e.event_type == TASKS_DONE)
+SETTLE = 2.0  # after a case: late heartbeats, the DLQ recording a release
+CRON_EVERY = 3  # seconds between cron slots, both sides
 
 
-async def history_length(client: Client, workflow_id: str) -> tuple[int, int]:
-    try:
-        return await cost(client, workflow_id)
-    except Exception:  # not started yet: the DLQ workflow starts with the first park
-        return 0, 0
+class Bench:
+    def __init__(self, server: MeteredServer, client: Client, records: Path) -> None:
+        self.server, self.client, self.records = server, client, records
+        self.handlers = load_handlers("bench.handlers").names()
+
+    async def measured(self, body: Callable[[], Awaitable[None]]) -> Window:
+        before = await read(self.server)
+        await body()
+        await asyncio.sleep(SETTLE)
+        return await window(self.client, before, await read(self.server))
+
+    async def ours(self, job_id: str, **fields: Any) -> str:
+        spec = {"id": job_id, "name": job_id, "delay": "2s", "dispatch_lead": 1, **fields}
+        await operations.schedule(self.client, spec, self.handlers, datetime.now(UTC))
+        return job_id
+
+    async def finish(self, job_id: str) -> None:
+        await self.client.get_workflow_handle(job_id).result()
+
+    async def wait_dead(self, job_id: str, timeout: float) -> None:
+        handle = self.client.get_workflow_handle(job_id)
+        async with asyncio.timeout(timeout):
+            while (await handle.describe()).typed_search_attributes.get(JOB_STATUS) != "dead":
+                await asyncio.sleep(0.5)
+
+    def starts_since(self, since: float) -> list[float]:
+        """Handler start times (epoch seconds) recorded at or after ``since``, in order."""
+        if not self.records.exists():
+            return []
+        rows = (json.loads(line) for line in self.records.read_text().splitlines())
+        return sorted(row["started"] for row in rows if row["started"] >= since)
+
+    async def slot_boundary(self, since: float, nth: int) -> Reading:
+        """Read the counters half a slot after the ``nth`` handler start since ``since``:
+        every boundary at the same phase of a slot, away from its burst of work."""
+        while len(starts := self.starts_since(since)) < nth:
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(max(0.0, starts[nth - 1] + CRON_EVERY / 2 - time.time()))
+        return await read(self.server)
+
+    async def slots(self, count: int, since: float) -> Window:
+        """``count`` whole slots of a periodic job: from half a slot after its first handler
+        start to half a slot after the one ``count`` later."""
+        async with asyncio.timeout((count + 3) * CRON_EVERY + 90):
+            before = await self.slot_boundary(since, 1)
+            after = await self.slot_boundary(since, count + 1)
+        return await window(self.client, before, after)
+
+    def schedule(self, key: str, every: float, actions: int | None = None) -> Schedule:
+        """A Temporal Schedule starting the baseline's workflow with a due time in the past,
+        so it runs its one activity at once (the Schedule did the waiting)."""
+        return Schedule(
+            action=ScheduleActionStartWorkflow(
+                BaselineJob.run, args=[key, 0.0], id=f"{key}-wf", task_queue=BASELINE_QUEUE
+            ),
+            spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=every))]),
+            state=ScheduleState(
+                limited_actions=actions is not None, remaining_actions=actions or 0
+            ),
+        )
+
+    async def scheduled_runs(self, key: str) -> list[str]:
+        query = f'TemporalScheduledById = "{key}" AND ExecutionStatus = "Completed"'
+        return [wf.id async for wf in self.client.list_workflows(query)]
 
 
-async def wait_status(client: Client, job_id: str, wanted: JobStatus, timeout: float) -> None:
-    async with asyncio.timeout(timeout):
-        while (await operations.status(client, job_id)).status != wanted:
-            await asyncio.sleep(0.5)
-
-
-def row(case: str, kind: str, events: float, tasks: float, jobs: int = 1) -> dict[str, Any]:
-    return {"case": case, "side": kind, "events": events / jobs, "tasks": tasks / jobs}
-
-
-async def measure(slots: int) -> list[dict[str, Any]]:
+async def one_shots(bench: Bench) -> list[dict[str, Any]]:
     rows = []
-    async with side() as (server, client, workers, records):
-        workers.ours(server, records)
-        workers.baseline(server, records)
-        handlers = load_handlers("bench.handlers").names()
 
-        async def ours(job_id: str, **fields: Any) -> str:
-            spec = {"id": job_id, "name": job_id, "delay": "2s", "dispatch_lead": 1, **fields}
-            await operations.schedule(client, spec, handlers, datetime.now(UTC))
-            return job_id
+    async def ours() -> None:
+        await bench.finish(await bench.ours("one-shot", handler="bench.noop"))
 
-        await client.get_workflow_handle(await ours("one-shot", handler="bench.noop")).result()
-        rows.append(row("one-shot", "ours", *await cost(client, "one-shot")))
+    rows.append((await bench.measured(ours)).row("one-shot no-op", "ours"))
 
+    async def raw() -> None:
         due = datetime.now(UTC).timestamp() + 2
-        base = await client.start_workflow(
-            BaselineJob.run, args=["one-shot", due], id="b-one-shot", task_queue=BASELINE_QUEUE
-        )
-        await base.result()
-        rows.append(row("one-shot", "baseline", *await cost(client, "b-one-shot")))
-
-        flaky = {"seconds": 0, "fail_times": 1}
-        retried = await ours("retried", handler="demo.sleep", payload=flaky, backoff_base=1)
-        await client.get_workflow_handle(retried).result()
-        rows.append(row("retried once", "ours", *await cost(client, retried)))
-
-        dlq_before = await history_length(client, DLQ_WORKFLOW_ID)
-        poison = {"seconds": 0, "fail_times": 2}
-        parked = await ours(
-            "round-trip", handler="demo.sleep", payload=poison, max_attempts=2, backoff_base=1
-        )
-        await wait_status(client, parked, JobStatus.DEAD, timeout=120)
-        await dlq.release(client, parked, "requeue")
-        await client.get_workflow_handle(parked).result()
-        await asyncio.sleep(2)  # the DLQ workflow records the release
-        job_events, job_tasks = await cost(client, parked)
-        dlq_after = await history_length(client, DLQ_WORKFLOW_ID)
-        rows.append(
-            row(
-                "DLQ round trip",
-                "ours",
-                job_events + dlq_after[0] - dlq_before[0],
-                job_tasks + dlq_after[1] - dlq_before[1],
-            )
+        await bench.client.execute_workflow(
+            BaselineJob.run, args=["b-one-shot", due], id="b-one-shot", task_queue=BASELINE_QUEUE
         )
 
-        cron = {"id": "cron", "name": "cron", "handler": "bench.noop", "cron": "*/3 * * * * *"}
-        await operations.schedule(client, cron, handlers, datetime.now(UTC))
-        async with asyncio.timeout(slots * 3 + 60):
-            while len(children := await list_children(client)) < slots:
-                await asyncio.sleep(1)
-        await operations.cancel(client, "cron")
-        await asyncio.sleep(2)
-        events, tasks = await cost(client, "cron")
-        finished = 0
-        for child in children:
-            desc = await client.get_workflow_handle(child).describe()
-            if desc.status is not None and desc.status.name == "COMPLETED":
-                child_events, child_tasks = await cost(client, child)
-                events, tasks, finished = events + child_events, tasks + child_tasks, finished + 1
-        rows.append(row("cron slot", "ours", events, tasks, jobs=finished))
+    rows.append((await bench.measured(raw)).row("one-shot no-op", "raw"))
+
+    async def schedule() -> None:
+        await bench.client.create_schedule("sched-once", bench.schedule("sched-once", 2, 1))
+        async with asyncio.timeout(120):
+            while not await bench.scheduled_runs("sched-once"):
+                await asyncio.sleep(0.5)
+
+    rows.append((await bench.measured(schedule)).row("one-shot no-op", "schedule"))
+    await bench.client.get_schedule_handle("sched-once").delete()
     return rows
 
 
-async def list_children(client: Client) -> list[str]:
-    query = 'WorkflowId STARTS_WITH "cron@" AND ExecutionStatus = "Completed"'
-    return [wf.id async for wf in client.list_workflows(query)]
+async def failures(bench: Bench) -> list[dict[str, Any]]:
+    rows = []
+
+    async def flaky() -> None:
+        payload = {"seconds": 0, "fail_times": 2}
+        await bench.finish(
+            await bench.ours("flaky", handler="demo.sleep", payload=payload, backoff_base=1)
+        )
+
+    rows.append((await bench.measured(flaky)).row("fails twice, then ok", "ours"))
+
+    async def round_trip() -> None:
+        poison = {"seconds": 0, "fail_times": 2}
+        parked = await bench.ours(
+            "round-trip", handler="demo.sleep", payload=poison, max_attempts=2, backoff_base=1
+        )
+        await bench.wait_dead(parked, timeout=120)
+        await dlq.release(bench.client, parked, "requeue")
+        await bench.finish(parked)
+
+    rows.append((await bench.measured(round_trip)).row("DLQ round trip", "ours"))
+    return rows
+
+
+async def cron_slots(bench: Bench, slots: int) -> list[dict[str, Any]]:
+    since = datetime.now(UTC).timestamp()
+    cron = {"id": "cron", "name": "cron", "handler": "bench.noop", "cron": "*/3 * * * * *"}
+    await operations.schedule(bench.client, cron, bench.handlers, datetime.now(UTC))
+    ours = await bench.slots(slots, since)
+    await operations.cancel(bench.client, "cron")
+    await asyncio.sleep(CRON_EVERY + SETTLE)  # the cron and its slot settle before the next case
+
+    since = datetime.now(UTC).timestamp()
+    handle = await bench.client.create_schedule(
+        "sched-cron", bench.schedule("sched-cron", CRON_EVERY)
+    )
+    theirs = await bench.slots(slots, since)
+    await handle.delete()
+    return [
+        ours.row("cron slot", "ours", per=slots),
+        theirs.row("cron slot", "schedule", per=slots),
+    ]
+
+
+async def measure(slots: int) -> list[dict[str, Any]]:
+    async with metered_side() as (server, client, workers, records):
+        workers.ours(server, records)
+        workers.baseline(server, records)
+        bench = Bench(server, client, records)
+        rows = await one_shots(bench)
+        rows += await failures(bench)
+        rows += await cron_slots(bench, slots)
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = f"{'case':21} {'side':9} {'actions':>7} {'events':>7} {'wf tasks':>8} {'srv ctr':>7}"
+    lines = [head + "  actions by kind"]
+    for r in rows:
+        kinds = ", ".join(f"{k} {v:g}" for k, v in r["by_kind"].items())
+        lines.append(
+            f"{r['case']:21} {r['side']:9} {r['actions']:7.1f} {r['events']:7.1f} "
+            f"{r['tasks']:8.1f} {r['server_action_metric']:7.1f}  {kinds}"
+        )
+    return "\n".join(lines)
 
 
 async def main(slots: int) -> None:
     os.environ["JOBS_TASK_QUEUE"] = OURS_QUEUE
     rows = await measure(slots)
-    print(f"{'case':16} {'side':9} {'events':>7} {'wf tasks':>9}")
-    for r in rows:
-        print(f"{r['case']:16} {r['side']:9} {r['events']:7.1f} {r['tasks']:9.1f}")
-    path = write_result("cost", {"rows": rows})
+    print(table(rows))
+    path = write_result("cost", {"slots": slots, "rows": rows})
     print(f"wrote {path}")
 
 
