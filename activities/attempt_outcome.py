@@ -26,13 +26,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from temporalio import activity
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
+from temporalio.exceptions import ApplicationError
 
 from activities import metrics
+from activities.failure_size import clip
 from activities.registry import JobContext, PermanentError
 from workflows.backoff import base_delay
 from workflows.models import AttemptRecord, HeartbeatState, RunJobInput
@@ -40,6 +42,9 @@ from workflows.models import AttemptRecord, HeartbeatState, RunJobInput
 Outcome = Literal["succeeded", "failed", "lost", "cancelled", "handed_over"]
 
 log = logging.getLogger("jobs.run_job")
+# How long a failed attempt waits for the server to take its failure (and log) before it
+# falls back to the SDK's own way of reporting it.
+REPORT_TIMEOUT = timedelta(seconds=10)
 
 
 class CancelledByRequest(Exception):
@@ -92,10 +97,11 @@ class HandlerAborted(Exception):
 
 
 def error_fields(err: BaseException) -> tuple[str, str]:
-    """The (message, type name) an attempt records for ``err``."""
+    """The (message, type name) an attempt records for ``err``: the message cut to
+    ``MESSAGE_BYTES`` (and marked), the same text its failure carries."""
     if isinstance(err, HandlerAborted):
-        return str(err), type(err.raised).__name__
-    return str(err) or type(err).__name__, type(err).__name__
+        return clip(str(err)), type(err.raised).__name__
+    return clip(str(err) or type(err).__name__), type(err).__name__
 
 
 def contained_sync(fn: Callable[[JobContext], Any], ctx: JobContext) -> Any:
@@ -144,9 +150,37 @@ class AttemptLog:
             outcome, self.record.started_at + ran, message, kind, delay
         )
         self.state.progress = None
-        if outcome != "succeeded":  # the next attempt reads the log from these details
+        # The next attempt reads the log from the heartbeat details. A failure brings them
+        # in its own request (fail_with_log); a success needs none (the result has the log).
+        if outcome not in ("succeeded", "failed"):
             activity.heartbeat(self.state)
         metrics.record_end(self.handler, outcome, ran)
+
+
+async def fail_with_log(failure: ApplicationError, state: HeartbeatState) -> NoReturn:
+    """Fail the attempt with a retry ``failure``, the round's log (this attempt closed) riding
+    in the same request as its last heartbeat details: the next attempt reads it there, at no
+    extra heartbeat. (The SDK attaches a pending heartbeat to the failure only when one was
+    sent in this attempt already; otherwise the heartbeat is a request, and billed, of its
+    own.) Sent through the SDK's async-completion handle, then the SDK is told the activity
+    is completed; if the request does not get through, the ordinary way: heartbeat, raise."""
+    info = activity.info()
+    handle = activity.client().get_async_activity_handle(task_token=info.task_token)
+    try:
+        await handle.fail(failure, last_heartbeat_details=[state], rpc_timeout=REPORT_TIMEOUT)
+    except Exception as err:  # unreachable, or the attempt is no longer current
+        log.warning("job %s: could not report the failure with its log: %s", info.workflow_id, err)
+        activity.heartbeat(state)
+        raise failure from None
+    activity.raise_complete_async()
+
+
+def server_gives_up(info: activity.Info) -> bool:
+    """Whether the server retries no more after this attempt (its RetryPolicy's attempts are
+    used up, e.g. by attempts lost before their handler ran): its failure then ends the round
+    and must carry the round's log like any last failure."""
+    policy = info.retry_policy
+    return policy is not None and 0 < policy.maximum_attempts <= info.attempt
 
 
 def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:

@@ -5,7 +5,11 @@ The heartbeat timeout is the lease. Heartbeats flow from the event loop while th
 The round's attempt log travels in the heartbeat details, which Temporal hands to the next
 attempt, so every attempt's start, end, worker and error survive worker crashes. The start
 is recorded with the server before the handler runs, and whatever the handler raises stays
-in its attempt (:mod:`activities.attempt_outcome`).
+in its attempt (:mod:`activities.attempt_outcome`). A failed attempt's record reaches the
+next attempt in the same request as its failure (no heartbeat of its own); the failure itself
+carries no log and is cut to fit the server's limit (:mod:`activities.failure_size`), and
+only the round's last failure, which is never kept as a retry failure, brings the round's log
+to the workflow.
 
 Pre-dispatch: a job reaches a worker up to its ``dispatch_lead`` (30 s) before run_at (each
 job at its own moment, so a herd due in one second costs the server its work spread over half
@@ -22,8 +26,9 @@ Cancel latency: a cancel reaches the attempt in the answer to a heartbeat. While
 runs, the loop beats every ``min(lease / 3, cancel_latency)`` and the worker lets the SDK send
 one every ``min(80% of the lease, cancel_latency)`` (``max_heartbeat_throttle_interval``), so a
 cancel reaches the handler within :meth:`JobActivities.cancel_within` (10 s by default): 360
-heartbeats per hour of handler run time. While an attempt only waits for its run_at it beats at
-the SDK's own cadence (80% of the lease): a cancel then is caught by its check before run_at.
+heartbeats per hour of handler run time. An attempt that only waits for its run_at sends no
+heartbeat when its lease covers the wait (:func:`lease_covers`: the default 30 s lead in a 60 s
+lease), else beats at the SDK's own cadence; a cancel then is caught by its check before run_at.
 
 Metrics (:mod:`activities.metrics`): each attempt that reaches its handler counts as started
 with its fire lag (handler start minus when the attempt was due, see :func:`due_at`), and as
@@ -59,9 +64,12 @@ from activities.attempt_outcome import (
     contained_async,
     contained_sync,
     error_fields,
+    fail_with_log,
     heartbeat_durably,
     previous_attempts,
+    server_gives_up,
 )
+from activities.failure_size import fitted, handler_failure
 from activities.registry import HandlerRegistry, JobContext, PermanentError
 from workflows.backoff import retry_delay
 from workflows.models import (
@@ -126,9 +134,20 @@ class ServerClock:
         return self.started + timedelta(seconds=time.monotonic() - self.origin)
 
 
-async def sleep_heartbeating(seconds: float, state: HeartbeatState, lease: float) -> None:
+def lease_covers(wait: float, lease: float) -> bool:
+    """Whether an attempt's lease holds, without any heartbeat, through a wait of ``wait``
+    seconds from the attempt's start: the handler's start beats at once when it ends
+    (``heartbeat_durably``), and the check before run_at may take GO_CHECK_TIMEOUT."""
+    return wait + GO_CHECK_TIMEOUT <= lease * SDK_THROTTLE
+
+
+async def sleep_heartbeating(seconds: float, state: HeartbeatState, lease: float | None) -> None:
     """Wait, holding the lease at the SDK's default cadence (no handler runs: no cancel to
-    hurry, and no heartbeat beyond what the lease needs)."""
+    hurry, and no heartbeat beyond what the lease needs); ``lease`` None: the lease covers
+    the whole wait (:func:`lease_covers`), so no heartbeat at all."""
+    if lease is None:
+        await asyncio.sleep(max(seconds, 0.0))
+        return
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         await asyncio.sleep(min(left, lease * SDK_THROTTLE))
@@ -204,15 +223,15 @@ class JobActivities:
         state = previous_attempts(info, job)
         spent = job.spent + sum(a.spent for a in state.attempts)
         if spent >= job.spec.max_attempts:  # the last attempt was lost mid-handler
-            raise ApplicationError(
+            exhausted = ApplicationError(
                 f"all {job.spec.max_attempts} attempts used; the last one was lost",
                 state,
                 type="AttemptsExhausted",
                 non_retryable=True,
                 category=BENIGN,
             )
+            raise fitted(exhausted, activity.client().data_converter)
         clock = ServerClock(info.started_time)
-        activity.heartbeat(state)
         if job.not_before is not None:
             self.liveness.watch(activity.client())
             early = await self._wait_for_run_at(job.not_before, clock, state, job.spec.lease)
@@ -225,15 +244,17 @@ class JobActivities:
         self, run_at: datetime, clock: ServerClock, state: HeartbeatState, lease: float
     ) -> RunJobResult | None:
         """Wait (heartbeating) until run_at; a result instead if the job no longer wants to run."""
+        # A wait the lease covers sends no heartbeat: the handler's start sends the first.
+        beat = None if lease_covers((run_at - clock.started).total_seconds(), lease) else lease
         try:
             ahead = GO_CHECK_AHEAD + random.uniform(0, GO_CHECK_SPREAD)
             until_check = (run_at - clock.now()).total_seconds() - ahead
             if until_check > 0:
-                await sleep_heartbeating(until_check, state, lease)
+                await sleep_heartbeating(until_check, state, beat)
                 verdict = await self._still_wanted()
                 if verdict is not None:
                     return RunJobResult(attempts=state.attempts, **{verdict: True})
-            await sleep_heartbeating((run_at - clock.now()).total_seconds(), state, lease)
+            await sleep_heartbeating((run_at - clock.now()).total_seconds(), state, beat)
             if self.liveness.silent():  # the server went quiet: start only once it hears us
                 log.warning(
                     "job %s: server silent at run_at; waiting for it", activity.info().workflow_id
@@ -338,13 +359,19 @@ class JobActivities:
             raise
         except PermanentError as err:
             attempt.close("failed", err)
-            log.warning("job %s attempt %d failed permanently: %s", spec.id, record.attempt, err)
             message, kind = error_fields(err)
-            raise ApplicationError(
+            log.warning(
+                "job %s attempt %d failed permanently: %s", spec.id, record.attempt, message
+            )
+            failure = ApplicationError(
                 message, state, type=kind, non_retryable=True, category=BENIGN
-            ) from err
+            )
+            raise handler_failure(failure, err, activity.client().data_converter) from err
         except Exception as err:  # a handler's SystemExit & co arrive as HandlerAborted
-            raise self._failed(attempt, err, number_in_round, spec) from err
+            failure = self._failed(attempt, err, number_in_round, spec)
+            if failure.non_retryable:  # the round ends: its log goes to the workflow
+                raise failure from err
+            await fail_with_log(failure, state)  # the log goes to the next attempt
         attempt.close("succeeded")
         return RunJobResult(attempts=state.attempts, result=result)
 
@@ -372,9 +399,10 @@ class JobActivities:
     def _failed(
         self, attempt: AttemptLog, err: Exception, number_in_round: int, spec: JobSpec
     ) -> ApplicationError:
-        """Close the attempt as failed; the error that retries it after its backoff (or, after
-        the round's last attempt, ends the round)."""
-        last = number_in_round >= spec.max_attempts
+        """Close the attempt as failed; the failure that retries it after its backoff (cut to
+        size, no details), or that ends the round after its last attempt (non-retryable, the
+        round's log in its details: written to history, never kept as a retry failure)."""
+        last = number_in_round >= spec.max_attempts or server_gives_up(activity.info())
         delay = (
             None
             if last
@@ -393,14 +421,15 @@ class JobActivities:
             message,
             then,
         )
-        return ApplicationError(
+        failure = ApplicationError(
             message,
-            attempt.state,
+            *([attempt.state] if last else []),
             type=kind,
             non_retryable=last,
             next_retry_delay=timedelta(seconds=delay) if delay is not None else None,
             category=BENIGN,
         )
+        return handler_failure(failure, err, activity.client().data_converter)
 
     async def _run(self, fn: Any, ctx: JobContext, state: HeartbeatState, lease: float) -> Any:
         """Run the handler, heartbeating every third of the lease until it returns. It runs

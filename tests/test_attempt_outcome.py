@@ -4,14 +4,24 @@ tests/test_poison_drill.py runs the same poisons against real worker processes."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.testing import ActivityEnvironment
 
-from activities.attempt_outcome import HandlerAborted, contained_async, contained_sync, error_fields
+from activities.attempt_outcome import (
+    HandlerAborted,
+    contained_async,
+    contained_sync,
+    error_fields,
+    server_gives_up,
+)
+from activities.failure_size import MESSAGE_BYTES
 from activities.registry import JobContext
 from starter import operations
 from tests.conftest import end_singletons, running_worker
@@ -98,6 +108,31 @@ async def test_a_handler_cancelling_itself_fails_but_a_requested_cancel_stays_a_
     assert asked.cancelled()  # run_job's cancel, timeout and handover paths see a cancel
     raised = turned.exception()
     assert isinstance(raised, HandlerAborted) and isinstance(raised.raised, SystemExit)
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [RuntimeError("x" * 1_000_000), HandlerAborted(SystemExit("y" * 1_000_000))],
+    ids=["exception", "aborted"],
+)
+def test_an_attempts_recorded_error_is_cut_to_size_and_says_so(raised: Exception) -> None:
+    message, kind = error_fields(raised)
+    assert len(message.encode()) <= MESSAGE_BYTES and "[cut: " in message
+    assert kind in ("RuntimeError", "SystemExit")
+
+
+@pytest.mark.parametrize(
+    ("attempt", "maximum", "gives_up"), [(4, 5, False), (5, 5, True), (9, 0, False)]
+)
+def test_the_servers_last_allowed_attempt_ends_the_round(
+    attempt: int, maximum: int, gives_up: bool
+) -> None:
+    info = dataclasses.replace(
+        ActivityEnvironment.default_info(),
+        attempt=attempt,
+        retry_policy=RetryPolicy(maximum_attempts=maximum),
+    )
+    assert server_gives_up(info) is gives_up
 
 
 async def wait_final(client: Client, job_id: str) -> JobReport:
