@@ -63,6 +63,7 @@ from starter.api_guards import (
 from starter.client import connect, load_profile
 from starter.codec import ENCODING, KEY_ENV, KEY_ID_METADATA, DecryptionError, codec_from_env
 from starter.errors import SpecError
+from workflows.jobstatus import JobView
 from workflows.models import MAX_NOTE, CronReport, JobReport, JobSpec, JobStatus, SlotTime
 
 log = logging.getLogger("jobs.api")
@@ -176,13 +177,14 @@ def create_app(
         limit: int = Query(50, ge=1, le=1000),
         page_token: str | None = None,
     ) -> operations.JobPage:
-        """Jobs and crons, newest first, from Temporal's visibility store; paged."""
+        """Jobs and crons in a status (the one `GET /jobs/{id}` shows), newest first by
+        the job's time; paged."""
         return await operations.list_jobs(
             await backend.client(), status.value if status else None, limit, page_token
         )
 
-    @app.get("/jobs/{job_id}", response_model=JobReport | CronReport, responses=documented(404))
-    async def get_job(job_id: str) -> JobReport | CronReport:
+    @app.get("/jobs/{job_id}", response_model=JobView | CronReport, responses=documented(404))
+    async def get_job(job_id: str) -> JobView | JobReport | CronReport:
         """Status and attempt history (crons: next slots and recent slots)."""
         return await operations.status(await backend.client(), job_id)
 

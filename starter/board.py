@@ -1,27 +1,27 @@
 """The live job board: ``GET /`` serves one page (plain HTML, CSS and JS shipped in
 ``starter/board_static``, no CDN, no build step) that polls ``GET /board`` about once a second.
 
-One refresh never lists every workflow. Each column is one visibility count plus one page of
-its 50 newest workflows (the count is skipped when that page is the whole column), on the
-search attributes every job carries (``JobStatus``, ``JobRunAt``); ``now`` is the API's clock:
+Every card's status is the one rule's (:mod:`workflows.jobstatus`), computed here: the browser
+shows what the API computed. One refresh never lists every workflow. Each column is one
+visibility count plus one page of its 50 newest workflows (the count is skipped when that page
+is the whole column), on the queries ``jobs list --status`` uses (:mod:`starter.listing`);
+``now`` is the API's clock:
 
 =============  ===========================================================================
-scheduled      open, and ``paused``; or ``scheduled`` with ``JobRunAt`` after now - 2 s; or
-               ``running`` with ``JobRunAt`` after now (pre-dispatched: waiting in a worker)
-pending        open, ``scheduled`` with ``JobRunAt`` at or before now - 2 s (due, and no
-               worker has taken its first workflow task), plus in-flight jobs (below) whose
-               attempt waits in the task queue
-running        in flight: open, ``running`` with ``JobRunAt`` at or before now; refined by
-retrying       ``describe`` of the 50 newest only (8 at a time): attempt started = running,
-               attempt > 1 waiting for its backoff = retrying, otherwise pending
-dead           open and ``dead`` (parked; the card comes from the DLQ entry in the memo)
-done           ``done`` (the newest closed first)
+scheduled      open crons, open jobs with ``JobRunAt`` after now, and paused jobs (from
+               visibility alone: a job triggered early shows here until described)
+pending        in flight: open jobs with ``JobRunAt`` at or before now; ``describe`` of the
+running        50 newest (8 at a time) sorts them into pending, running and retrying (a
+retrying       cancelling job stays in its column, with its status saying so, until it settles)
+dead           open and ``dead`` (parked; the card comes from the DLQ entry in the memo),
+               and runs that ended failed (they cannot be requeued)
+done           ``Completed`` (the newest closed first)
+cancelled      ``Canceled``, ``Terminated`` and discarded runs
 =============  ===========================================================================
 
-``JobStatus`` has no pending, running and retrying of its own (the workflow says ``running``
-once the job is due and its attempt is with Temporal; the activity's state says the rest),
-so those three counts are exact only when every in-flight job was described
-(``exact: false`` otherwise: each count is then a lower bound, out of ``in_flight``).
+Visibility cannot tell pending, running and retrying apart, so those counts are exact only
+when every in-flight job was described (``exact: false`` otherwise: each count is then a
+lower bound, out of ``in_flight``).
 
 Successive refreshes within ``JOBS_BOARD_TTL`` seconds (default 1) share one snapshot,
 so ten open tabs cost the server what one does. The event log is derived in the browser by
@@ -33,30 +33,32 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
-from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from starter import jobviews
 from starter.errors import JobNotFound
-from starter.operations import CRON_WORKFLOW, cancel_requested, temporal_errors
-from workflows.job_workflow import RESERVE_ATTEMPTS, RUN_JOB
+from starter.listing import EPOCH, status_query
+from starter.operations import temporal_errors
+from workflows.jobstatus import Facts, current_attempt, job_time, public_status
 from workflows.models import (
     DLQ_MEMO_KEY,
     JOB_HANDLER,
     JOB_NAME,
     JOB_RUN_AT,
-    JOB_STATUS,
     DeadEntry,
-    HeartbeatState,
+    JobStatus,
 )
 
 STATIC = Path(__file__).resolve().parent / "board_static"
@@ -69,13 +71,32 @@ TTL_ENV = "JOBS_BOARD_TTL"
 DEFAULT_TTL = 1.0
 CARDS = 50  # per column
 DESCRIBE_CONCURRENCY = 8
-# A cron's JobRunAt moves to its next slot a moment after each slot fires: not "pending" yet.
-DUE_GRACE = timedelta(seconds=2)
 MAX_ERROR = 300
 NO_CACHE = {"Cache-Control": "no-cache"}
+ROUND_ID = re.compile(r"^round-(\d+)")
 
-Column = Literal["scheduled", "pending", "running", "retrying", "dead", "done"]
-COLUMNS: tuple[Column, ...] = ("scheduled", "pending", "running", "retrying", "dead", "done")
+Column = Literal["scheduled", "pending", "running", "retrying", "dead", "done", "cancelled"]
+COLUMNS: tuple[Column, ...] = (
+    "scheduled",
+    "pending",
+    "running",
+    "retrying",
+    "dead",
+    "done",
+    "cancelled",
+)
+# The column of each public status (a cancelling job stays where it is until it settles).
+COLUMN_OF: dict[JobStatus, Column] = {
+    JobStatus.SCHEDULED: "scheduled",
+    JobStatus.PAUSED: "scheduled",
+    JobStatus.PENDING: "pending",
+    JobStatus.RUNNING: "running",
+    JobStatus.RETRYING: "retrying",
+    JobStatus.DEAD: "dead",
+    JobStatus.DONE: "done",
+    JobStatus.CANCELLED: "cancelled",
+    JobStatus.DISCARDED: "cancelled",
+}
 T = TypeVar("T")
 
 
@@ -86,14 +107,16 @@ class Card(BaseModel):
     kind: Literal["job", "cron"]
     name: str
     handler: str
-    status: str = Field(description="the JobStatus search attribute (coarse)")
-    run_at: datetime | None = Field(None, description="run time; a cron's next slot")
+    status: JobStatus = Field(description="the public status (workflows/jobstatus.py)")
+    detail: str | None = Field(None, description="what the status rule adds, if anything")
+    run_at: datetime | None = Field(
+        None, description="the job's time: when it runs; a closed job's never after it closed"
+    )
     started_at: datetime | None = Field(None, description="when the workflow started")
     closed_at: datetime | None = None
-    paused: bool = False
-    with_worker: bool = Field(False, description="pre-dispatched: waiting in a worker for run_at")
-    attempt: int | None = Field(None, description="the attempt running, or due next")
-    max_attempts: int | None = None
+    attempt: int | None = Field(None, description="the attempt running or due next (from 1)")
+    attempt_label: str | None = Field(None, description='e.g. "attempt 2 of 4"')
+    attempts: int | None = Field(None, description="dead: attempts made in all (from 1)")
     round: int | None = None
     next_attempt_at: datetime | None = None
     last_heartbeat_at: datetime | None = None
@@ -101,7 +124,7 @@ class Card(BaseModel):
     heartbeat_late: bool = False
     worker: str | None = None
     progress: Any = None
-    cancelling: bool = Field(False, description="a cancel was accepted; not settled yet")
+    cancelling: bool = Field(False, description="status is cancelling: not settled yet")
     cancel_within: float | None = Field(
         None, description="cancelling: reaches the running handler within this (seconds)"
     )
@@ -127,28 +150,26 @@ class Board(BaseModel):
     namespace: str
     web_ui: str = Field(description="Temporal Web UI base: cards link to web_ui/namespaces/...")
     limit: int
-    in_flight: int = Field(description="jobs due and with Temporal (pending+running+retrying)")
+    in_flight: int = Field(description="jobs due and open (pending+running+retrying+cancelling)")
     columns: dict[Column, BoardColumn]
     cost: Cost
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def queries(now: datetime) -> dict[str, str]:
     """The visibility queries of one snapshot (see the module docstring)."""
-    opened = 'ExecutionStatus = "Running"'
-    grace = _iso(now - DUE_GRACE)
-    at = _iso(now)
     return {
-        "scheduled": f'{opened} AND (JobStatus = "paused" OR (JobStatus = "scheduled" AND '
-        f'JobRunAt > "{grace}") OR (JobStatus = "running" AND JobRunAt > "{at}"))',
-        "pending": f'{opened} AND JobStatus = "scheduled" AND JobRunAt <= "{grace}"',
-        "in_flight": f'{opened} AND JobStatus = "running" AND JobRunAt <= "{at}"',
-        "dead": f'{opened} AND JobStatus = "dead"',
-        "done": 'JobStatus = "done"',
+        "scheduled": f"({status_query(JobStatus.SCHEDULED, now)}) OR "
+        f"({status_query(JobStatus.PAUSED, now)})",
+        "in_flight": status_query(JobStatus.RUNNING, now),
+        "dead": status_query(JobStatus.DEAD, now),
+        "done": status_query(JobStatus.DONE, now),
+        "cancelled": f"({status_query(JobStatus.CANCELLED, now)}) OR "
+        f"({status_query(JobStatus.DISCARDED, now)})",
     }
+
+
+def _newest(cards: list[Card]) -> list[Card]:
+    return sorted(cards, key=lambda c: c.run_at or c.started_at or EPOCH, reverse=True)
 
 
 class Snapshot:
@@ -187,43 +208,22 @@ class Snapshot:
                 asyncio.gather(*(self.count(qs[name], *pages[name]) for name in names)),
                 asyncio.gather(*(self.in_flight(wf) for wf in pages["in_flight"][0])),
             )
+            dead = [await self.dead(wf) for wf in pages["dead"][0]]
         counts = dict(zip(names, counted, strict=True))
-        flying = [card for card in described if card is not None]
+        flying: dict[Column, list[Card]] = {c: [] for c in COLUMNS}
+        for placed in described:
+            if placed is not None:
+                flying[placed[0]].append(placed[1])
+        exact = counts["in_flight"] <= len(pages["in_flight"][0])
         columns: dict[Column, BoardColumn] = {}
-        columns["scheduled"] = BoardColumn(
-            count=counts["scheduled"],
-            cards=sorted(
-                [self.visible(wf) for wf in pages["scheduled"][0]],
-                key=lambda c: c.run_at or self.now,
-            ),
-        )
-        every_flight_described = counts["in_flight"] <= len(pages["in_flight"][0])
-        unwoken = [self.visible(wf) for wf in pages["pending"][0]]
-        split: dict[Column, list[Card]] = {"pending": [], "running": [], "retrying": []}
-        for column, card in flying:
-            split[column].append(card)
-        columns["pending"] = BoardColumn(
-            count=counts["pending"] + len(split["pending"]),
-            exact=every_flight_described,
-            cards=sorted(unwoken + split["pending"], key=lambda c: c.run_at or self.now)[:CARDS],
-        )
-        columns["running"] = BoardColumn(
-            count=len(split["running"]), exact=every_flight_described, cards=split["running"]
-        )
-        columns["retrying"] = BoardColumn(
-            count=len(split["retrying"]),
-            exact=every_flight_described,
-            cards=sorted(split["retrying"], key=lambda c: c.next_attempt_at or self.now),
-        )
-        dead = [await self.dead(wf) for wf in pages["dead"][0]]
-        columns["dead"] = BoardColumn(
-            count=counts["dead"], cards=sorted(dead, key=lambda c: c.parked_at or self.now)[::-1]
-        )
-        done = [self.visible(wf) for wf in pages["done"][0]]
-        columns["done"] = BoardColumn(
-            count=counts["done"],
-            cards=sorted(done, key=lambda c: c.closed_at or self.now, reverse=True),
-        )
+        columns["scheduled"] = await self.column(counts["scheduled"], pages["scheduled"][0])
+        for name in ("pending", "running", "retrying"):
+            columns[name] = BoardColumn(
+                count=len(flying[name]), exact=exact, cards=_newest(flying[name])
+            )
+        columns["dead"] = BoardColumn(count=counts["dead"], cards=_newest(dead))
+        columns["done"] = await self.column(counts["done"], pages["done"][0])
+        columns["cancelled"] = await self.column(counts["cancelled"], pages["cancelled"][0])
         return Board(
             at=self.now,
             namespace=self.client.namespace,
@@ -238,22 +238,30 @@ class Snapshot:
             ),
         )
 
-    def visible(self, wf: WorkflowExecution) -> Card:
-        """A card from the visibility row alone (no RPC)."""
+    async def column(self, count: int, rows: list[WorkflowExecution]) -> BoardColumn:
+        cards = [self.visible(wf, run_at=await jobviews.next_run(wf, self.now)) for wf in rows]
+        return BoardColumn(count=count, cards=_newest(cards))
+
+    def visible(
+        self, wf: WorkflowExecution, facts: Facts | None = None, run_at: datetime | None = None
+    ) -> Card:
+        """A card from the visibility row (and the facts describe added, if any; ``run_at``
+        when the row's JobRunAt is not the run time, as for a cron)."""
         attrs = wf.typed_search_attributes
-        status = attrs.get(JOB_STATUS) or "scheduled"
-        run_at = attrs.get(JOB_RUN_AT)
+        verdict = public_status(facts or jobviews.visible_facts(wf), self.now)
         return Card(
             job_id=wf.id,
-            kind="cron" if wf.workflow_type == CRON_WORKFLOW else "job",
+            kind=jobviews.kind_of(wf.workflow_type),
             name=attrs.get(JOB_NAME) or wf.id,
             handler=attrs.get(JOB_HANDLER) or "",
-            status=status,
-            run_at=run_at,
+            status=verdict.status,
+            detail=verdict.detail,
+            cancelling=verdict.status == JobStatus.CANCELLING,
+            run_at=job_time(run_at or attrs.get(JOB_RUN_AT), wf.close_time),
             started_at=wf.start_time,
             closed_at=wf.close_time,
-            paused=status == "paused",
-            with_worker=status == "running" and run_at is not None and run_at > self.now,
+            next_attempt_at=verdict.next_attempt_at,
+            last_error=_clip(verdict.last_error),
         )
 
     async def dead(self, wf: WorkflowExecution) -> Card:
@@ -263,7 +271,7 @@ class Snapshot:
             entry = DeadEntry.model_validate(memo[DLQ_MEMO_KEY])
             card = card.model_copy(
                 update={
-                    "attempt": entry.attempts,
+                    "attempts": entry.attempts,
                     "round": entry.round,
                     "last_error": _clip(entry.last_error),
                     "parked_at": entry.parked_at,
@@ -272,8 +280,8 @@ class Snapshot:
         return card
 
     async def in_flight(self, wf: WorkflowExecution) -> tuple[Column, Card] | None:
-        """Describe one in-flight job: which column, attempt, heartbeat, next attempt."""
-        card = self.visible(wf)
+        """Describe one due job: its status by the rule, attempt, heartbeat, next attempt;
+        its column is its status's (a cancelling one's: where it is until the cancel lands)."""
         self.described += 1
         handle = self.client.get_workflow_handle(wf.id, run_id=wf.run_id)
         try:
@@ -285,67 +293,44 @@ class Snapshot:
             raise
         if desc.status != WorkflowExecutionStatus.RUNNING:
             return None  # finished meanwhile: next snapshot shows it where it landed
-        activities = [
-            a for a in desc.raw_description.pending_activities if a.activity_type.name == RUN_JOB
-        ]
-        if cancel_requested(desc):
-            card = card.model_copy(update={"cancelling": True})
-        if not activities:  # between attempts: a workflow task waits for a worker
-            return "pending", card
-        activity = activities[0]
-        update: dict[str, Any] = {
-            "attempt": activity.attempt,
-            "max_attempts": (
-                activity.maximum_attempts - RESERVE_ATTEMPTS
-                if activity.maximum_attempts > RESERVE_ATTEMPTS
-                else None
-            ),
-            "worker": activity.last_worker_identity or None,
-        }
-        if activity.HasField("last_failure") and activity.last_failure.message:
-            update["last_error"] = _clip(activity.last_failure.message)
+        beat = await jobviews.heartbeat(self.client, desc)
+        facts = await jobviews.described_facts(self.client, desc, beat)
+        card = self.visible(wf, facts)
+        where = public_status(replace(facts, cancel_requested=False), self.now).status
+        column = COLUMN_OF.get(where, "pending")
+        activity = jobviews.run_job_activity(desc)
+        if activity is None:
+            return column, card
+        update: dict[str, Any] = {"round": _round_of(activity.activity_id)}
+        if card.status != JobStatus.PENDING or activity.attempt > 1:
+            update["worker"] = activity.last_worker_identity or None
+        records = beat.attempts if beat is not None else []
+        budget = jobviews.round_budget(activity)
+        if budget is not None and (records or update["round"] == 1):
+            count = current_attempt(records, update["round"], budget)
+            update["attempt"], update["attempt_label"] = count.number, count.label
         options = activity.activity_options
         if options.HasField("heartbeat_timeout"):
             update["lease"] = options.heartbeat_timeout.ToTimedelta().total_seconds()
-        column: Column
-        if activity.state in (
-            PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-            PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED,
+        if card.status in (JobStatus.RUNNING, JobStatus.CANCELLING) and activity.HasField(
+            "last_heartbeat_time"
         ):
-            column = "running"
-            if activity.HasField("last_heartbeat_time"):
-                beat = activity.last_heartbeat_time.ToDatetime(UTC)
-                update["last_heartbeat_at"] = beat
-                lease = update.get("lease")
-                update["heartbeat_late"] = bool(lease and (self.now - beat).total_seconds() > lease)
-            state = await self.beat(activity.heartbeat_details.payloads)
-            if state is not None:
-                update["progress"] = state.progress
-                running = bool(state.attempts) and state.attempts[-1].outcome == "running"
-                if card.cancelling and running:
-                    update["cancel_within"] = state.cancel_within
-        else:
-            next_at = (
-                activity.next_attempt_schedule_time.ToDatetime(UTC)
-                if activity.HasField("next_attempt_schedule_time")
-                else None
-            )
-            update["next_attempt_at"] = next_at
-            waiting = activity.attempt > 1 and next_at is not None and next_at > self.now
-            column = "retrying" if waiting else "pending"
-            update["worker"] = None
+            beat_at = activity.last_heartbeat_time.ToDatetime(UTC)
+            update["last_heartbeat_at"] = beat_at
+            lease = update.get("lease")
+            update["heartbeat_late"] = bool(lease and (self.now - beat_at).total_seconds() > lease)
+        if beat is not None and card.status in (JobStatus.RUNNING, JobStatus.CANCELLING):
+            update["progress"] = beat.progress
+            running = bool(beat.attempts) and beat.attempts[-1].outcome == "running"
+            if card.status == JobStatus.CANCELLING and running:
+                update["cancel_within"] = beat.cancel_within
         return column, card.model_copy(update=update)
 
-    async def beat(self, payloads: Any) -> HeartbeatState | None:
-        """The attempt's last heartbeat details (what the handler last reported with
-        ``ctx.report_progress``, ...), decoded locally."""
-        if not payloads:
-            return None
-        try:
-            [state] = await self.client.data_converter.decode(list(payloads[:1]), [HeartbeatState])
-        except Exception:  # a payload this API cannot decode: no progress shown
-            return None
-        return state if isinstance(state, HeartbeatState) else None
+
+def _round_of(activity_id: str) -> int:
+    """The round an attempt belongs to: the job names its activity ``round-<n>[-<k>]``."""
+    match = ROUND_ID.match(activity_id)
+    return int(match.group(1)) if match else 1
 
 
 def _clip(text: str | None) -> str | None:

@@ -213,21 +213,20 @@ def status(job_id: str, as_json: bool) -> None:
     "--status",
     "status_",
     type=click.Choice([s.value for s in JobStatus]),
-    help="Only jobs whose JobStatus is this.",
+    help="Only jobs in this status (the one `jobs status` shows).",
 )
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--page-token", help="Continue from a previous page.")
 @json_option
 def list_(status_: str | None, limit: int, page_token: str | None, as_json: bool) -> None:
-    """Jobs and crons, newest first, from Temporal's visibility store."""
+    """Jobs and crons, newest first: by when they run (a finished job: by when it ran, at the
+    latest when it ended). Within a page; pages follow Temporal's visibility order."""
     page = run(lambda client: operations.list_jobs(client, status_, limit, page_token))
     rows = [
         [r.job_id, r.kind, r.name or "", r.handler or "", r.status or "", render.when(r.run_at)]
         for r in page.jobs
     ]
-    show_page(
-        page, ["id", "kind", "name", "handler", "status", "run at"], rows, as_json, "jobs list"
-    )
+    show_page(page, ["id", "kind", "name", "handler", "status", "time"], rows, as_json, "jobs list")
 
 
 def show_page(

@@ -20,8 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 from uuid import uuid4
 
-from pydantic import BaseModel, ValidationError
-from temporalio.api.enums.v1 import PendingActivityState
+from pydantic import BaseModel, Field, ValidationError
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import (
     Client,
@@ -37,6 +36,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.registry import load_handlers
+from starter import jobviews
 from starter.client import task_queue as default_task_queue
 from starter.errors import (
     InvalidTransition,
@@ -47,24 +47,28 @@ from starter.errors import (
 )
 from workflows import cronmath
 from workflows.cron_workflow import (
+    CRON_MEMO_KEY,
     CronJobWorkflow,
     cron_details,
+    cron_memo,
     cron_search_attributes,
     cron_summary,
 )
 from workflows.job_workflow import JobWorkflow, start_search_attributes
+from workflows.jobstatus import Facts, JobView, public_status
 from workflows.models import (
     JOB_HANDLER,
     JOB_NAME,
     JOB_RUN_AT,
     JOB_STATUS,
+    LEAN_SHAPE,
     MAX_NOTE,
     REGISTRY_WORKFLOW_ID,
+    SHAPE_MEMO_KEY,
     ControlRequest,
     CronInput,
     CronReport,
     CronUpdate,
-    HeartbeatState,
     JobReport,
     JobSpec,
     JobStatus,
@@ -88,7 +92,7 @@ QUERY_TIMEOUT = timedelta(seconds=10)
 FIRST_TASK_DONE = 4
 
 T = TypeVar("T")
-Report = JobReport | CronReport
+Report = JobView | JobReport | CronReport
 
 
 class Scheduled(BaseModel):
@@ -101,14 +105,19 @@ class Scheduled(BaseModel):
 
 
 class JobRow(BaseModel):
-    """One line of ``jobs list``: read from visibility, no workflow is touched."""
+    """One line of ``jobs list``: the visibility row, an open job's status refined by describe
+    (:mod:`starter.listing`)."""
 
     job_id: str
     kind: Literal["job", "cron"]
     name: str | None
     handler: str | None
-    status: str | None
-    run_at: datetime | None
+    status: str | None = Field(description="the public status (workflows/jobstatus.py)")
+    detail: str | None = None
+    run_at: datetime | None = Field(
+        None, description="the job's time: when it runs; a closed job's never after it closed"
+    )
+    closed_at: datetime | None = None
     workflow_status: str | None
 
 
@@ -255,7 +264,9 @@ async def start(
     answers with the existing job (``created=False``); a different one with a taken id
     raises JobExists.
     """
-    memo = {REQUEST_MEMO_KEY: request} if request else None
+    memo: dict[str, Any] = {SHAPE_MEMO_KEY: LEAN_SHAPE}
+    if request:
+        memo[REQUEST_MEMO_KEY] = request
     queue = task_queue or default_task_queue()
     async with temporal_errors():
         try:
@@ -268,7 +279,7 @@ async def start(
                     CronInput(spec=spec),
                     id=spec.id,
                     task_queue=queue,
-                    memo=memo,
+                    memo={**memo, CRON_MEMO_KEY: cron_memo(spec)},
                     search_attributes=cron_search_attributes(spec, JobStatus.SCHEDULED, first),
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
@@ -325,167 +336,89 @@ async def describe(
 
 
 async def status(client: Client, job_id: str) -> Report:
-    """The job's state: the workflow's ``status`` query plus live state from describe.
+    """The job's state: the workflow's ``status`` query, with the status computed by the one
+    rule (:mod:`workflows.jobstatus`) from what describe says.
 
     Works without a worker and before a delayed job's first task: then the report is built
     from the start event and the search attributes instead of the query.
     """
     handle, desc = await describe(client, job_id)
+    beat = await jobviews.heartbeat(client, desc)
+    async with temporal_errors(job_id):
+        facts = await jobviews.described_facts(client, desc, beat)
     if desc.workflow_type == CRON_WORKFLOW:
         async with temporal_errors(job_id):
             cron: CronReport = await handle.query(
                 "status", result_type=CronReport, rpc_timeout=QUERY_TIMEOUT
             )
-            return cron
+        verdict = public_status(facts, datetime.now(UTC))
+        return cron.model_copy(update={"status": verdict.status})
     report: JobReport | None = None
     # Until its first workflow task completes (a delayed job sleeping on start_delay) the
     # workflow cannot answer a query; its start event already says everything.
-    if desc.raw_description.workflow_execution_info.history_length < FIRST_TASK_DONE:
-        report = await _report_from_start(client, handle, desc)
-        return _with_live_state(report, desc, await _heartbeat(client, desc), datetime.now(UTC))
-    try:
-        async with temporal_errors(job_id):
-            report = await handle.query("status", result_type=JobReport, rpc_timeout=QUERY_TIMEOUT)
-    except (WorkflowQueryFailedError, WorkflowQueryRejectedError, RPCError, TemporalUnavailable):
-        report = None  # not started yet, or no worker answering: fall back below
+    if desc.raw_description.workflow_execution_info.history_length >= FIRST_TASK_DONE:
+        try:
+            async with temporal_errors(job_id):
+                report = await handle.query(
+                    "status", result_type=JobReport, rpc_timeout=QUERY_TIMEOUT
+                )
+        except (
+            WorkflowQueryFailedError,
+            WorkflowQueryRejectedError,
+            RPCError,
+            TemporalUnavailable,
+        ):
+            report = None  # not started yet, or no worker answering: fall back below
     if report is None:
         report = await _report_from_start(client, handle, desc)
-    return _with_live_state(report, desc, await _heartbeat(client, desc), datetime.now(UTC))
-
-
-async def _heartbeat(client: Client, desc: WorkflowExecutionDescription) -> HeartbeatState | None:
-    """The running attempt's heartbeat details, decoded like every payload (they may be
-    encrypted)."""
-    pending = desc.raw_description.pending_activities
-    if not pending or not pending[0].heartbeat_details.payloads:
-        return None
-    [state] = await client.data_converter.decode(
-        pending[0].heartbeat_details.payloads[:1], [HeartbeatState]
-    )
-    return state if isinstance(state, HeartbeatState) else None
+    return jobviews.job_view(report, facts, desc, beat, datetime.now(UTC))
 
 
 async def _report_from_start(
     client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription
 ) -> JobReport:
+    attrs = desc.typed_search_attributes
+    status = JobStatus(attrs.get(JOB_STATUS) or JobStatus.SCHEDULED)
     async with temporal_errors(handle.id):
         async for event in handle.fetch_history_events():
             payloads = event.workflow_execution_started_event_attributes.input.payloads
-            [spec] = await client.data_converter.decode(payloads, [JobSpec])
+            try:
+                [spec] = await client.data_converter.decode(payloads, [JobSpec])
+            except Exception:  # a hand-made start with an input that is no job spec
+                name = attrs.get(JOB_NAME) or handle.id
+                return JobReport(
+                    job_id=handle.id,
+                    name=name,
+                    handler=attrs.get(JOB_HANDLER) or "",
+                    status=status,
+                    run_at=attrs.get(JOB_RUN_AT),
+                    max_attempts=1,
+                    idempotency_key=handle.id,
+                )
             break
         else:
             raise JobNotFound(f"job {handle.id!r} has no history")
-    attrs = desc.typed_search_attributes
     return JobReport(
         job_id=spec.id,
         name=spec.name,
         handler=spec.handler,
-        status=JobStatus(attrs.get(JOB_STATUS) or JobStatus.SCHEDULED),
+        status=status,
         run_at=spec.run_at,
         max_attempts=spec.max_attempts,
         idempotency_key=spec.key,
     )
 
 
-def _with_live_state(
-    report: JobReport,
-    desc: WorkflowExecutionDescription,
-    beat: HeartbeatState | None,
-    now: datetime,
-) -> JobReport:
-    """Refine the coarse status with what only the server knows (pending vs running, ...)."""
-    update: dict[str, Any] = {}
-    closed = desc.status not in (None, WorkflowExecutionStatus.RUNNING)
-    if (
-        report.status == JobStatus.SCHEDULED
-        and report.run_at
-        and report.run_at <= now
-        and not closed
-    ):
-        update["status"] = JobStatus.PENDING  # due, but no worker has taken its first task
-    pending = list(desc.raw_description.pending_activities)
-    if pending and report.status == JobStatus.RUNNING:
-        activity = pending[0]
-        if beat is not None:
-            known = {a.attempt for a in report.attempts}
-            update["attempts"] = report.attempts + [
-                a for a in beat.attempts if a.attempt not in known
-            ]
-        if activity.HasField("last_heartbeat_time"):
-            update["last_heartbeat_at"] = activity.last_heartbeat_time.ToDatetime(UTC)
-        if activity.last_worker_identity:
-            update["worker"] = activity.last_worker_identity
-        if activity.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
-            # Dispatched early, a job waits in its worker for run_at: still scheduled.
-            early = report.run_at is not None and report.run_at > now and not report.attempts
-            update["status"] = JobStatus.SCHEDULED if early else JobStatus.RUNNING
-        else:
-            next_at = (
-                activity.next_attempt_schedule_time.ToDatetime(UTC)
-                if activity.HasField("next_attempt_schedule_time")
-                else None
-            )
-            retrying = activity.attempt > 1 and next_at is not None and next_at > now
-            update["status"] = JobStatus.RETRYING if retrying else JobStatus.PENDING
-            update["next_attempt_at"] = next_at
-        if activity.HasField("last_failure") and activity.last_failure.message:
-            update["last_error"] = activity.last_failure.message
-    if not closed and not report.status.finished and cancel_requested(desc):
-        update["status"] = JobStatus.CANCELLING
-        update["cancel_within"] = _handler_cancel_within(desc, beat)
-    return report.model_copy(update=update) if update else report
-
-
-def cancel_requested(desc: WorkflowExecutionDescription) -> bool:
-    """Has the server accepted a cancel of this job (it settles as ``cancelled`` soon)?"""
-    raw = desc.raw_description
-    return raw.workflow_extended_info.cancel_requested or any(
-        a.state == PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
-        for a in raw.pending_activities
-    )
-
-
-def _handler_cancel_within(
-    desc: WorkflowExecutionDescription, beat: HeartbeatState | None
-) -> float | None:
-    """While a handler runs, the most a cancel takes to reach it (its worker says, in the
-    heartbeat details); None if no handler is running."""
-    pending = desc.raw_description.pending_activities
-    started = (
-        PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-        PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED,
-    )
-    if not pending or pending[0].state not in started or beat is None or not beat.attempts:
-        return None
-    return beat.cancel_within if beat.attempts[-1].outcome == "running" else None
+cancel_requested = jobviews.cancel_requested
 
 
 async def list_jobs(
     client: Client, status: str | None = None, limit: int = 50, page_token: str | None = None
 ) -> JobPage:
-    """A page of jobs and crons from the visibility store (newest started first)."""
-    query = f'WorkflowType IN ("{JOB_WORKFLOW}", "{CRON_WORKFLOW}")'
-    if status is not None:
-        query += f' AND JobStatus = "{JobStatus(status).value}"'
-    rows: list[JobRow] = []
-    async with temporal_errors():
-        token = await readable_token(client, query, page_token)
-        it = client.list_workflows(query, page_size=limit, next_page_token=token)
-        await it.fetch_next_page(page_size=limit)
-        for wf in it.current_page or []:
-            attrs = wf.typed_search_attributes
-            rows.append(
-                JobRow(
-                    job_id=wf.id,
-                    kind="cron" if wf.workflow_type == CRON_WORKFLOW else "job",
-                    name=attrs.get(JOB_NAME),
-                    handler=attrs.get(JOB_HANDLER),
-                    status=attrs.get(JOB_STATUS),
-                    run_at=attrs.get(JOB_RUN_AT),
-                    workflow_status=wf.status.name.lower() if wf.status else None,
-                )
-            )
-    return JobPage(jobs=rows, next_page_token=encode_token(it.next_page_token))
+    """A page of jobs and crons, newest first (see :mod:`starter.listing`)."""
+    from starter import listing  # it builds on this module
+
+    return await listing.list_jobs(client, status, limit, page_token)
 
 
 async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -> T:
@@ -510,9 +443,12 @@ async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -
 def require_open(job_id: str, action: str, desc: WorkflowExecutionDescription) -> None:
     """A closed job answers no control: say so instead of letting the RPC fail obscurely."""
     if desc.status != WorkflowExecutionStatus.RUNNING:
-        state = desc.typed_search_attributes.get(JOB_STATUS) or (
-            desc.status.name.lower() if desc.status else "closed"
+        facts = Facts(
+            execution=jobviews.execution(desc.status),
+            attribute=desc.typed_search_attributes.get(JOB_STATUS),
+            kind=jobviews.kind_of(desc.workflow_type),
         )
+        state = public_status(facts, datetime.now(UTC)).status
         raise InvalidTransition(f"cannot {action}: job {job_id!r} has finished ({state})")
 
 

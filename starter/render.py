@@ -6,7 +6,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from workflows.durations import format_duration
+from workflows.jobstatus import current_attempt, last_attempt, ran_at
 from workflows.models import AuditEntry, CronReport, JobReport, JobStatus
+
+# Statuses of a job that has ended (a dead job waiting for requeue has not).
+ENDED = (JobStatus.DONE, JobStatus.CANCELLED, JobStatus.DISCARDED)
 
 
 def when(moment: datetime | None, now: datetime | None = None) -> str:
@@ -32,32 +36,54 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def status_line(report: JobReport, now: datetime) -> str:
-    done = [a for a in report.attempts if a.round == report.round]
+    """The one-line status: the status the rule computed, with its attempt numbering
+    (:mod:`workflows.jobstatus`, the one home of "attempt n of m")."""
+    current = current_attempt(report.attempts, report.round, report.max_attempts)
+    ended = last_attempt(report.attempts, report.max_attempts)
+    total = len([a for a in report.attempts if a.spent])
+    detail = getattr(report, "status_detail", None)
     match report.status:
         case JobStatus.SCHEDULED:
-            return f"scheduled: runs at {when(report.run_at, now)}"
+            worker = f" ({detail})" if detail else ""
+            return f"scheduled: runs at {when(report.run_at, now)}{worker}"
         case JobStatus.PAUSED:
             until = f" until {when(report.paused_until, now)}" if report.paused_until else ""
             return f"paused{until}"
         case JobStatus.PENDING:
-            return "pending: due, waiting for a worker"
+            nxt = f"{current.label} " if report.attempts else ""
+            return f"pending: {nxt}due, waiting for a worker"
         case JobStatus.RUNNING:
             beat = f", last heartbeat {when(report.last_heartbeat_at, now)}"
             return (
-                f"running on {report.worker or '?'}, attempt {len(done)} of "
-                f"{report.max_attempts}{beat if report.last_heartbeat_at else ''}"
+                f"running on {report.worker or '?'}, {current.label}"
+                f"{beat if report.last_heartbeat_at else ''}"
             )
         case JobStatus.RETRYING:
-            return (
-                f"retrying: attempt {len(done)} of {report.max_attempts} failed; next attempt "
-                f"{when(report.next_attempt_at, now)}"
-            )
+            failed = f"{ended.label} failed; " if ended else ""
+            return f"retrying: {failed}next attempt {when(report.next_attempt_at, now)}"
+        case JobStatus.DEAD if detail:
+            return f"dead: {detail}"
         case JobStatus.DEAD:
-            return f"dead after {len(report.attempts)} attempts: waiting for requeue or discard"
+            last = f" (last: {ended.label})" if ended else ""
+            return f"dead after {total} attempt(s){last}: waiting for requeue or discard"
+        case JobStatus.DISCARDED:
+            return f"discarded after {total} attempt(s): ended for good, it cannot be requeued"
+        case JobStatus.DONE:
+            return f"done: succeeded on {ended.label}" if ended else "done"
         case JobStatus.CANCELLING:
             return cancelling_line(report, now)
         case _:
-            return str(report.status)
+            return f"{report.status} ({detail})" if detail else str(report.status)
+
+
+def time_line(report: JobReport, now: datetime) -> str:
+    """``run at:`` while the job is ahead or under way; once it has ended, when it ran (a
+    finished job never shows a future run time)."""
+    closed_dead = report.status == JobStatus.DEAD and getattr(report, "status_detail", None)
+    if report.status not in ENDED and not closed_dead:
+        return f"run at:  {when(report.run_at, now)}"
+    first = ran_at(report.attempts)
+    return f"ran at:  {when(first, now)}" if first else "ran at:  never ran"
 
 
 def cancelling_line(report: JobReport, now: datetime) -> str:
@@ -75,7 +101,7 @@ def report_text(report: JobReport, now: datetime | None = None) -> str:
     lines = [
         f"{report.job_id}  {report.name}  (handler {report.handler})",
         f"status:  {status_line(report, now)}",
-        f"run at:  {when(report.run_at, now)}",
+        time_line(report, now),
         f"key:     {report.idempotency_key}",
     ]
     if report.last_error:

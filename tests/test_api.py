@@ -388,3 +388,51 @@ def test_openapi_and_docs_are_served(stack: Stack) -> None:
     body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
     assert "max_attempts" in body["schema"]["properties"]
     assert "swagger-ui" in stack.http.get("/docs").text.lower()
+
+
+def test_list_by_every_status_including_cancelling_and_discarded(stack: Stack) -> None:
+    """``GET /jobs?status=`` takes every public status (cancelling and discarded too) and
+    lists by the status ``GET /jobs/{id}`` shows; ``jobs list --status`` agrees."""
+    http = stack.http
+    for status in (
+        "scheduled",
+        "pending",
+        "running",
+        "retrying",
+        "paused",
+        "done",
+        "dead",
+        "cancelled",
+        "cancelling",
+        "discarded",
+    ):
+        answer = http.get("/jobs", params={"status": status, "limit": 5})
+        assert answer.status_code == 200, (status, answer.text)
+    job_id = new_id("term")
+    http.post("/jobs", json={"id": job_id, "name": "x", "handler": "log", "delay": "1h"})
+    assert http.delete(f"/jobs/{job_id}").status_code == 202
+    shown = wait_status(http, job_id, "cancelled")
+    assert shown["status"] == "cancelled" and shown["ran_at"] is None
+    deadline = time.monotonic() + 30
+    while job_id not in {
+        r["job_id"] for r in http.get("/jobs", params={"status": "cancelled"}).json()["jobs"]
+    }:
+        assert time.monotonic() < deadline, "not listed as cancelled"
+        time.sleep(0.3)
+    [row] = [
+        r
+        for r in http.get("/jobs", params={"status": "cancelled"}).json()["jobs"]
+        if r["job_id"] == job_id
+    ]
+    # Cancelled an hour before its run_at: its time is when it closed, not a future run time.
+    assert row["run_at"] == row["closed_at"]
+    listed = subprocess.run(
+        [JOBS, "list", "--status", "cancelled", "--json", "--limit", "1000"],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert job_id in {r["job_id"] for r in json.loads(listed.stdout)["jobs"]}

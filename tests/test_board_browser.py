@@ -154,6 +154,7 @@ def test_board_answers_counts_and_at_most_50_cards_per_column(stack: Stack) -> N
             "retrying",
             "dead",
             "done",
+            "cancelled",
         ]
         scheduled = board["columns"]["scheduled"]
         assert scheduled["count"] >= 60 and len(scheduled["cards"]) == 50 == board["limit"]
@@ -280,9 +281,8 @@ def test_cron_lite_slots_complete_in_done(stack: Stack, page: Page, shots: Path)
         paused = page.locator(f'.card[data-job-id="{cron_id}"] .badge.paused')
         paused.wait_for(timeout=30 * SECOND)
         page.locator(f'.card[data-job-id="{cron_id}"] button[data-action="cancel"]').click()
-        page.locator(f'.card[data-job-id="{cron_id}"]').wait_for(
-            state="detached", timeout=30 * SECOND
-        )
+        see(page, "cancelled", name, timeout=30)  # the board's place for cancelled jobs
+        assert card(page, "scheduled", name).count() == 0
     finally:
         stack.http.delete(f"/jobs/{cron_id}")
 

@@ -1,13 +1,15 @@
-// The live job board: polls GET /board about once a second and renders six columns.
-// The event log is derived here, in the browser, by diffing successive snapshots: it covers
-// the cards the board shows (each column's 50 newest), not every job on the server.
+// The live job board: polls GET /board about once a second and renders its columns.
+// Each card's status, attempt label and column come from the API (workflows/jobstatus.py,
+// the one rule): nothing here decides a status or counts attempts. The event log is derived
+// here, in the browser, by diffing successive snapshots: it covers the cards the board shows
+// (each column's 50 newest), not every job on the server.
 "use strict";
 (() => {
   const TOKEN_KEY = "jobs.board.token";
   const POLL_MS = 1000;
   const MAX_EVENTS = 300;
   const MEMORY = 5000; // jobs remembered for the diff, so one that leaves and returns is no newcomer
-  const COLUMNS = ["scheduled", "pending", "running", "retrying", "dead", "done"];
+  const COLUMNS = ["scheduled", "pending", "running", "retrying", "dead", "done", "cancelled"];
 
   const $ = (selector, root = document) => root.querySelector(selector);
   let skew = 0; // the server's clock minus ours, in ms
@@ -112,8 +114,7 @@
   const when = (iso, mode) =>
     el("span", { class: "t", "data-at": iso, "data-mode": mode, text: relative(iso, mode) });
 
-  const of = (card) =>
-    card.attempt ? `attempt ${card.attempt}${card.max_attempts ? ` of ${card.max_attempts}` : ""}` : "";
+  const of = (card) => card.attempt_label || "";
 
   function progressText(progress) {
     if (progress === undefined || progress === null) return "";
@@ -140,41 +141,38 @@
     },
   };
 
-  function actionsFor(column, card) {
-    switch (column) {
+  function actionsFor(card) {
+    switch (card.status) {
       case "scheduled":
-        if (card.with_worker && card.kind === "job") return ["pause", "cancel"];
-        return [card.paused ? "resume" : "pause", "trigger", "cancel"];
+        return ["pause", "trigger", "cancel"];
+      case "paused":
+        return ["resume", "trigger", "cancel"];
       case "pending":
       case "running":
       case "retrying":
-        return card.cancelling ? [] : ["cancel"];
+        return ["cancel"];
       case "dead":
-        return ["requeue", "discard"];
+        return card.closed_at ? [] : ["requeue", "discard"];
       default:
         return [];
     }
   }
 
-  function lines(column, card) {
+  function lines(card) {
     const out = [];
     const line = (...parts) => out.push(el("div", { class: "line" }, ...parts));
-    switch (column) {
+    const badge = (text) => el("span", { class: `badge ${text}`, text });
+    switch (card.status) {
+      case "paused":
+        line(badge("paused"), " ", card.run_at ? (card.kind === "cron" ? "next slot " : "due ") : "",
+          card.run_at ? when(card.run_at, "rel") : "");
+        break;
       case "scheduled":
-        if (card.paused) {
-          line(el("span", { class: "badge paused", text: "paused" }), " ",
-            card.run_at ? (card.kind === "cron" ? "next slot " : "due ") : "",
-            card.run_at ? when(card.run_at, "rel") : "");
-        } else if (card.with_worker && card.kind === "job") {
-          line(el("span", { class: "badge worker", text: "with a worker" }), " starts ",
-            when(card.run_at, "in"));
-        } else if (card.run_at) {
-          line(card.kind === "cron" ? "next slot " : "runs ", when(card.run_at, "in"));
-        }
+        if (card.run_at) line(card.kind === "cron" ? "next slot " : "runs ", when(card.run_at, "in"));
         break;
       case "pending":
         line(card.run_at ? "due " : "", card.run_at ? when(card.run_at, "ago") : "",
-          card.attempt ? ` · ${of(card)}` : "");
+          of(card) ? ` · ${of(card)}` : "");
         line(el("span", { class: "muted", text: "waiting for a worker" }));
         break;
       case "running": {
@@ -191,21 +189,27 @@
         line(of(card), " ", card.next_attempt_at ? when(card.next_attempt_at, "in") : "");
         break;
       case "dead":
-        line(card.attempt ? `${card.attempt} attempt(s)` : "",
+        line(card.attempts ? `${card.attempts} attempt(s)` : "",
           card.round && card.round > 1 ? ` · round ${card.round}` : "",
           card.parked_at ? " · parked " : "", card.parked_at ? when(card.parked_at, "ago") : "");
         break;
       case "done":
         if (card.closed_at) line("finished ", when(card.closed_at, "ago"));
         break;
+      case "cancelling":
+        if (of(card) || card.worker) line(of(card), card.worker ? ` · ${card.worker}` : "");
+        line(badge("cancelling"), " ",
+          card.cancel_within ? `reaches the handler within ~${card.cancel_within}s` : "settles shortly");
+        break;
+      case "cancelled":
+      case "discarded":
+        line(badge(card.status), card.closed_at ? " " : "", card.closed_at ? when(card.closed_at, "ago") : "");
+        break;
       default:
         break;
     }
-    if (card.cancelling) {
-      line(el("span", { class: "badge cancelling", text: "cancelling" }), " ",
-        card.cancel_within ? `reaches the handler within ~${card.cancel_within}s` : "settles shortly");
-    }
-    if (card.last_error && column !== "done") {
+    if (card.detail) line(el("span", { class: "muted", text: card.detail }));
+    if (card.last_error && card.status !== "done") {
       line(el("span", { class: "error", text: card.last_error }));
     }
     return out;
@@ -216,8 +220,8 @@
     return `${snapshot.web_ui}/namespaces/${ns}/workflows/${encodeURIComponent(card.job_id)}`;
   }
 
-  function buildCard(column, card) {
-    const buttons = actionsFor(column, card).map((name) =>
+  function buildCard(card) {
+    const buttons = actionsFor(card).map((name) =>
       el("button", {
         type: "button",
         class: ACTIONS[name].confirm ? "danger" : "",
@@ -233,7 +237,7 @@
         card.kind === "cron" ? el("span", { class: "badge", text: "cron" }) : null,
         el("a", { href: webUi(card), target: "_blank", rel: "noopener", title: "open in the Temporal Web UI", text: "Web UI ↗" })),
       el("div", { class: "id mono", text: card.job_id, title: card.job_id }),
-      ...lines(column, card),
+      ...lines(card),
       buttons.length ? el("div", { class: "actions" }, ...buttons) : null,
     );
     node.addEventListener("click", (event) => {
@@ -252,7 +256,7 @@
       const sig = column + JSON.stringify(card);
       let hit = cards.get(card.job_id);
       if (!hit || hit.sig !== sig) {
-        hit = { sig, node: buildCard(column, card) };
+        hit = { sig, node: buildCard(card) };
         cards.set(card.job_id, hit);
       }
       return hit.node;
@@ -302,12 +306,16 @@
 
   const inText = (iso) => (iso ? relative(iso, "in") : "");
 
-  function failed(card, attempt) {
+  // An attempt ended: named by the number and label the API gave it while it ran (or was
+  // due); ``was`` is that earlier state (absent when this browser never saw it).
+  function failed(card, was) {
     const error = card.last_error || "";
+    const which = (was && was.label) || "an attempt";
     if (/heartbeat/i.test(error)) {
-      logEvent("heartbeat lost", card, `attempt ${attempt}: no heartbeat within the lease`);
+      logEvent("heartbeat lost", card, `${which}: no heartbeat within the lease`);
     } else {
-      logEvent(`failed attempt ${attempt}`, card, error);
+      const kind = was && was.attempt ? `failed attempt ${was.attempt}` : "attempt failed";
+      logEvent(kind, card, `${which}${error ? `: ${error}` : ""}`);
     }
   }
 
@@ -315,8 +323,8 @@
     logEvent("backing off", card, `${of(card)} ${inText(card.next_attempt_at)}`.trim());
   }
 
-  function arrived(column, card) {
-    switch (column) {
+  function arrived(card, was) {
+    switch (card.status) {
       case "scheduled":
         logEvent("scheduled", card, card.run_at ? `${card.kind === "cron" ? "next slot" : "runs"} ${inText(card.run_at)}` : "");
         break;
@@ -327,33 +335,41 @@
         logEvent("started", card, [of(card), card.worker].filter(Boolean).join(" on "));
         break;
       case "retrying":
-        failed(card, card.attempt - 1);
+        failed(card, was);
         backingOff(card);
         break;
       case "dead":
-        logEvent("parked", card, `after ${card.attempt || "?"} attempt(s)${card.last_error ? `: ${card.last_error}` : ""}`);
+        logEvent("parked", card, `after ${card.attempts || "?"} attempt(s)${card.last_error ? `: ${card.last_error}` : ""}`);
         break;
+      case "cancelling":
+      case "cancelled":
+      case "discarded":
+      case "paused":
       case "done":
-        logEvent("done", card, "");
+        logEvent(card.status, card, card.detail || "");
         break;
       default:
         break;
     }
   }
 
-  function moved(was, column, card) {
-    if (was.column === "dead") logEvent("requeued", card, "a fresh budget of attempts");
-    if (column === "retrying") {
-      if (was.column !== "retrying") failed(card, card.attempt - 1);
+  function moved(was, card) {
+    if (was.status === "dead" && card.status !== "discarded" && card.status !== "cancelled") {
+      logEvent("requeued", card, "a fresh budget of attempts");
+    }
+    if (card.status === "retrying") {
+      if (was.status !== "retrying") failed(card, was);
       backingOff(card);
       return;
     }
-    if (column === "dead" && was.column === "running") failed(card, card.attempt || was.attempt);
-    if (column === "running" && was.column === "running" && card.attempt > was.attempt) {
-      failed(card, was.attempt);
+    if (was.status === "running" && (card.status === "dead" || card.status === "pending")) {
+      failed(card, was);
     }
-    if (column === "pending" && was.column === "running") failed(card, was.attempt);
-    arrived(column, card);
+    if (was.status === "paused" && card.status === "scheduled") {
+      logEvent("resumed", card, "");
+      return;
+    }
+    arrived(card, was);
   }
 
   function diff(board) {
@@ -361,10 +377,10 @@
     for (const column of COLUMNS) {
       for (const card of board.columns[column].cards) {
         now.set(card.job_id, {
-          column,
+          status: card.status,
           attempt: card.attempt || 0,
+          label: card.attempt_label || "",
           late: !!card.heartbeat_late,
-          paused: !!card.paused,
           round: card.round || 1,
           card,
         });
@@ -379,19 +395,20 @@
     for (const [id, state] of now) {
       const was = seen.get(id);
       const card = state.card;
-      if (!was) arrived(state.column, card);
-      else if (was.column !== state.column) moved(was, state.column, card);
-      else if (state.column === "running" && state.attempt > was.attempt) moved(was, "running", card);
-      else if (state.column === "retrying" && state.attempt > was.attempt) {
-        failed(card, card.attempt - 1);
+      const next = state.attempt !== was?.attempt && state.attempt > 0 && was?.attempt > 0;
+      if (!was) arrived(card, null);
+      else if (was.status !== state.status) moved(was, card);
+      else if (state.status === "running" && next) {
+        failed(card, was);
+        arrived(card, was);
+      } else if (state.status === "retrying" && next) {
+        failed(card, was);
         backingOff(card);
-      } else if (state.column === "dead" && state.round > was.round) {
+      } else if (state.status === "dead" && state.round !== was.round) {
         logEvent("requeued", card, "");
-        arrived("dead", card);
-      } else if (state.column === "running" && state.late && !was.late) {
+        arrived(card, null);
+      } else if (state.status === "running" && state.late && !was.late) {
         logEvent("heartbeat late", card, `nothing for over ${card.lease}s: the lease is running out`);
-      } else if (state.column === "scheduled" && state.paused !== was.paused) {
-        logEvent(state.paused ? "paused" : "resumed", card, "");
       }
       seen.delete(id);
       seen.set(id, state);

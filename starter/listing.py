@@ -1,0 +1,152 @@
+"""``jobs list`` / ``GET /jobs``: jobs and crons by public status, newest first.
+
+Every row's status is the one rule's (:mod:`workflows.jobstatus`). Visibility narrows the
+candidates for a status (on ``ExecutionStatus``, ``JobStatus`` and ``JobRunAt``; ``JobStatus``
+is only scheduled/paused/dead/discarded on new runs, but older runs may still carry
+running/done/cancelled, so no query relies on those); each open candidate is then described,
+because only describe tells pending from running, retrying and cancelling:
+
+=============  ================================================================================
+done           ExecutionStatus Completed (no describe)
+cancelled      Canceled or Terminated (no describe)
+discarded      Failed and JobStatus discarded (older runs: dead) (no describe)
+dead           open and JobStatus dead; or Failed / TimedOut otherwise (a run that ended)
+paused         open and JobStatus paused
+scheduled      open crons not paused; open jobs with JobRunAt after now
+pending,       open jobs with JobRunAt at or before now (older runs: or JobStatus running)
+running,
+retrying
+cancelling     every open job and cron (a cancel can meet any of them)
+=============  ================================================================================
+
+"Newest first" means by the job's time: when it runs (``JobRunAt``), and for a closed job
+never later than when it closed (a job triggered or cancelled before its run_at), so jobs
+due in the future come first, then those due or running now, then finished ones by when
+they ended. Temporal's SQL visibility cannot ORDER BY, so the order holds within a page;
+pages follow the server's order (open runs first). A call looks at up to SCAN_LIMIT
+visibility rows to fill a page: a rarer status may return fewer rows than ``limit`` along
+with a token to continue.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter import jobviews
+from starter.operations import (
+    CRON_WORKFLOW,
+    JOB_WORKFLOW,
+    JobPage,
+    JobRow,
+    encode_token,
+    readable_token,
+    temporal_errors,
+)
+from workflows.jobstatus import job_time, public_status
+from workflows.models import JOB_HANDLER, JOB_NAME, JobStatus
+
+SCAN_LIMIT = 1000
+DESCRIBE_CONCURRENCY = 8
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def status_query(status: JobStatus | None, now: datetime) -> str:
+    """The visibility query for the candidates of ``status`` (every job when None)."""
+    base = (
+        f'WorkflowType IN ("{JOB_WORKFLOW}", "{CRON_WORKFLOW}") '
+        'AND ExecutionStatus != "ContinuedAsNew"'
+    )
+    opened = 'ExecutionStatus = "Running"'
+    job = f'WorkflowType = "{JOB_WORKFLOW}"'
+    at = _iso(now)
+    match status:
+        case None | JobStatus.CANCELLING:
+            extra = "" if status is None else opened
+        case JobStatus.DONE:
+            extra = 'ExecutionStatus = "Completed"'
+        case JobStatus.CANCELLED:
+            extra = 'ExecutionStatus IN ("Canceled", "Terminated")'
+        case JobStatus.DISCARDED:
+            extra = 'ExecutionStatus = "Failed" AND JobStatus IN ("discarded", "dead")'
+        case JobStatus.DEAD:
+            extra = (
+                f'(({opened} AND JobStatus = "dead") OR (ExecutionStatus IN ("Failed", '
+                '"TimedOut") AND (JobStatus IS NULL OR JobStatus NOT IN ("discarded", "dead"))))'
+            )
+        case JobStatus.PAUSED:
+            extra = f'{opened} AND JobStatus = "paused"'
+        case JobStatus.SCHEDULED:
+            extra = (
+                f'{opened} AND ((WorkflowType = "{CRON_WORKFLOW}" AND (JobStatus IS NULL OR '
+                'JobStatus != "paused")) OR '
+                f'({job} AND JobStatus IN ("scheduled", "running") AND JobRunAt > "{at}"))'
+            )
+        case _:  # pending, running, retrying
+            extra = (
+                f'{opened} AND {job} AND JobStatus IN ("scheduled", "running") '
+                f'AND (JobRunAt <= "{at}" OR JobStatus = "running")'
+            )
+    return f"{base} AND {extra}" if extra else base
+
+
+async def list_jobs(
+    client: Client, status: str | None = None, limit: int = 50, page_token: str | None = None
+) -> JobPage:
+    """A page of jobs and crons whose public status is ``status`` (any when None)."""
+    wanted = JobStatus(status) if status is not None else None
+    now = datetime.now(UTC)
+    query = status_query(wanted, now)
+    rows: list[JobRow] = []
+    scanned = 0
+    async with temporal_errors():
+        token = await readable_token(client, query, page_token)
+        while True:
+            size = limit - len(rows)
+            it = client.list_workflows(query, page_size=size, next_page_token=token)
+            await it.fetch_next_page(page_size=size)
+            page = list(it.current_page or [])
+            scanned += len(page)
+            found = await jobviews.gathered(
+                [job_row(client, wf, now) for wf in page], DESCRIBE_CONCURRENCY
+            )
+            rows += [r for r in found if r is not None and (wanted is None or r.status == wanted)]
+            token = it.next_page_token or None
+            if token is None or len(rows) >= limit or scanned >= SCAN_LIMIT:
+                break
+    rows.sort(key=lambda r: r.run_at or EPOCH, reverse=True)
+    return JobPage(jobs=rows, next_page_token=encode_token(token))
+
+
+async def job_row(client: Client, wf: WorkflowExecution, now: datetime) -> JobRow | None:
+    """One row; an open run is described (None if it was deleted meanwhile)."""
+    facts = jobviews.visible_facts(wf)
+    if wf.status == WorkflowExecutionStatus.RUNNING:
+        handle = client.get_workflow_handle(wf.id, run_id=wf.run_id)
+        try:
+            desc = await handle.describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        beat = await jobviews.heartbeat(client, desc)
+        facts = await jobviews.described_facts(client, desc, beat)
+    verdict = public_status(facts, now)
+    attrs = wf.typed_search_attributes
+    return JobRow(
+        job_id=wf.id,
+        kind=jobviews.kind_of(wf.workflow_type),
+        name=attrs.get(JOB_NAME),
+        handler=attrs.get(JOB_HANDLER),
+        status=verdict.status.value,
+        detail=verdict.detail,
+        run_at=job_time(await jobviews.next_run(wf, now), wf.close_time) or wf.start_time,
+        closed_at=wf.close_time,
+        workflow_status=wf.status.name.lower() if wf.status else None,
+    )
