@@ -56,6 +56,7 @@ from workflows.cron_workflow import CronJobWorkflow
 from workflows.dlq_workflow import DeadLetterQueueWorkflow
 from workflows.durations import parse_duration
 from workflows.job_workflow import JobWorkflow
+from workflows.live_attempts import read_attempt_log
 from workflows.models import REGISTRY_WORKFLOW_ID, WorkerHandlers
 from workflows.registry_workflow import HandlerRegistryWorkflow
 
@@ -174,7 +175,13 @@ def build_worker(
         client,
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
-        activities=[jobs.run_job, park_in_dlq, report_to_dlq, alerts.notify_dead_jobs],
+        activities=[
+            jobs.run_job,
+            park_in_dlq,
+            report_to_dlq,
+            alerts.notify_dead_jobs,
+            read_attempt_log,  # local, on a job's cancel path
+        ],
         # Attempts waiting for their run_at hold no handler slot (see JobActivities).
         max_concurrent_activities=settings.max_concurrent_jobs + settings.prefetch,
         max_task_queue_activities_per_second=settings.rate_limit,

@@ -1,8 +1,12 @@
 """Activities between jobs and the dead-letter queue workflow.
 
-A workflow cannot signal-with-start another workflow, so a job reaches the singleton DLQ
-through these small activities: they start it if it is not running (first park ever, or
-after someone terminated it) and signal it either way.
+A workflow cannot signal-with-start another workflow. A job signals the running DLQ directly
+(one signal); only when that fails (first park ever, or after someone terminated the DLQ) does
+it park through ``park_in_dlq``, which starts the DLQ and signals it in one call.
+``report_to_dlq`` serves jobs whose history already chose it (before the direct signals).
+
+``jobs_dead`` is counted by the DLQ's alert activity, once per parked entry (on the batch's
+first attempt), whichever way the park arrived.
 """
 
 from __future__ import annotations
@@ -33,9 +37,8 @@ async def signal_dlq(signal: str, arg: Any) -> None:
 
 @activity.defn(name="park_in_dlq")
 async def park_in_dlq(entry: DeadEntry) -> None:
-    """Signal-with-start ``park`` on the DLQ; counts ``jobs_dead`` once the DLQ has it."""
+    """Signal-with-start ``park`` on the DLQ."""
     await signal_dlq("park", entry)
-    record_dead(entry.handler)
 
 
 @activity.defn(name="report_to_dlq")
@@ -50,4 +53,8 @@ class AlertActivities:
 
     @activity.defn(name="notify_dead_jobs")
     async def notify_dead_jobs(self, entries: list[DeadEntry]) -> None:
+        """Alert about a batch of parked jobs (and count them in ``jobs_dead``, once)."""
+        if activity.info().attempt == 1:
+            for entry in entries:
+                record_dead(entry.handler)
         await self.notifier.notify(entries)

@@ -7,7 +7,8 @@ history, named ``PREFIX-...`` (default ``h``). Never re-record an existing prefi
 of the committed files is that a code change which would break workflows already running
 fails CI (``tests/test_replay.py``). Record a new generation under a new prefix when the
 workflows gain new shapes, and keep the old ones: ``h`` is the first generation, ``v2`` adds
-operator notes and actors, and a pre-dispatched job.
+operator notes and actors, and a pre-dispatched job; ``v3`` (issue 14: JobStatus written only
+where listings filter on it) adds a job cancelled while it waited out a retry backoff.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 
 from activities.registry import load_handlers
@@ -45,6 +47,18 @@ QUEUE = "record-histories"
 async def wait_status(client: Client, job_id: str, status: JobStatus) -> None:
     async with asyncio.timeout(60):
         while (await operations.status(client, job_id)).status != status:
+            await asyncio.sleep(0.2)
+
+
+async def wait_backoff(client: Client, job_id: str) -> None:
+    """Until the job's first attempt failed and its retry waits out the backoff."""
+    scheduled = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+    async with asyncio.timeout(60):
+        while True:
+            desc = await client.get_workflow_handle(job_id).describe()
+            pending = desc.raw_description.pending_activities
+            if pending and pending[0].attempt == 2 and pending[0].state == scheduled:
+                return
             await asyncio.sleep(0.2)
 
 
@@ -123,6 +137,23 @@ async def record(client: Client, prefix: str) -> None:
         },
         handlers,
     )
+    backed_off = None
+    if prefix not in ("h", "v2"):
+        backed_off = await schedule(
+            client,
+            {
+                "id": f"{prefix}-cancelled-backoff",
+                "name": "cancel in backoff",
+                "handler": "demo.sleep",
+                "payload": {"seconds": 0, "fail_times": 5},
+                "delay": 0,
+                "backoff_base": 600,
+                "backoff_max": 600,
+            },
+            handlers,
+        )
+        await wait_backoff(client, backed_off.job_id)
+        await operations.cancel(client, backed_off.job_id, note="stop", actor="recorder")
     await wait_status(client, dead.job_id, JobStatus.DEAD)
     if notes:
         request = ReleaseRequest(job_id=dead.job_id, actor="recorder", note="fixed")
@@ -132,6 +163,8 @@ async def record(client: Client, prefix: str) -> None:
     for job_id in (retried.job_id, controlled.job_id, dead.job_id, dispatched.job_id):
         await wait_status(client, job_id, JobStatus.DONE)
     await wait_status(client, cancelled.job_id, JobStatus.CANCELLED)
+    if backed_off is not None:
+        await wait_status(client, backed_off.job_id, JobStatus.CANCELLED)
 
     now = datetime.now(UTC)
     spec = parse_spec(
@@ -164,6 +197,7 @@ async def record(client: Client, prefix: str) -> None:
     await asyncio.sleep(1)
 
     jobs = (retried, controlled, cancelled, dead) + ((dispatched,) if notes else ())
+    jobs += (backed_off,) if backed_off is not None else ()
     for job in jobs:
         await save(client.get_workflow_handle(job.job_id), job.job_id)
     await save(client.get_workflow_handle(DLQ_WORKFLOW_ID), f"{prefix}-dead-letter-queue")

@@ -113,7 +113,7 @@ async def test_discard_through_the_dlq_ends_the_job_dead_for_good(
         await wait_for_log(client, "discarded", handle.id)
         assert await dlq.recent_entries(client) == []
         status = (await handle.describe()).typed_search_attributes
-        assert status.get(JOB_STATUS) == "dead"
+        assert status.get(JOB_STATUS) == "discarded"  # decision: upserted just before it ends
 
 
 async def test_requeue_signal_on_the_job_itself_updates_the_dlq(

@@ -11,6 +11,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.query.v1 import WorkflowQuery
+from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
 from temporalio.client import Client
 
 from activities.registry import load_handlers
@@ -18,10 +21,10 @@ from starter import dlq, operations
 from starter.client import connect
 from starter.devserver import DevServer
 from tests.conftest import running_worker
-from tests.processes import Workers, jobs, jobs_json, temporal
+from tests.processes import Workers, cli_env, jobs, jobs_json, temporal
 from tests.test_cli import wait_for
 from workflows.backoff import retry_delay_bounds
-from workflows.models import DLQ_WORKFLOW_ID, JobStatus
+from workflows.models import DLQ_WORKFLOW_ID, DlqState, JobStatus
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +173,68 @@ async def test_bulk_requeue_and_discard_by_handler_are_safe_to_repeat(
     assert jobs_json(cli, "dlq", "discard", "--all")["count"] == 3
     await wait_parked(dev_client, set())
     assert jobs_json(cli, "dlq", "discard", "--all")["count"] == 0
+
+
+async def test_an_empty_dlq_answers_empty_lists_never_null(
+    dev_client: Client, dev_server: DevServer, task_queue: str
+) -> None:
+    """``entries`` and ``log`` on a DLQ with nothing in it: the payload is ``[]``, and so is
+    what ``jobs dlq list`` / ``jobs dlq log`` print. The bare temporal CLI (1.9.1) prints
+    every empty JSON list as null, nested ones too (``state``'s ``entries``, whose payload is
+    ``{"entries": [], ...}``): its rendering, not our answer."""
+    from tests.conftest import end_singletons
+
+    try:
+        async with running_worker(dev_client, task_queue):
+            handle = await dev_client.start_workflow(
+                "DeadLetterQueueWorkflow", DlqState(), id=DLQ_WORKFLOW_ID, task_queue=task_queue
+            )
+            for query in ("entries", "log"):
+                raw = await raw_query(dev_client, query)
+                assert raw == b"[]", (query, raw)
+                assert await handle.query(query) == []
+                shown = await asyncio.to_thread(bare_query, dev_server.address, query)
+                assert shown in ([[]], [None]), shown
+            state = await raw_query(dev_client, "state")
+            assert json.loads(state)["entries"] == []
+            bare_state = await asyncio.to_thread(bare_query, dev_server.address, "state")
+            # Whatever the CLI shows for an empty list, it shows the same for both.
+            assert bare_state[0]["entries"] == shown[0]
+            env = cli_env(dev_server.address, task_queue)
+            listed = await asyncio.to_thread(jobs, env, "dlq", "log", "--json")
+            assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+    finally:
+        await end_singletons(dev_client)
+
+
+async def raw_query(client: Client, query: str) -> bytes:
+    """The query's answer as the worker encoded it (no client-side decoding)."""
+    response = await client.workflow_service.query_workflow(
+        QueryWorkflowRequest(
+            namespace=client.namespace,
+            execution=WorkflowExecution(workflow_id=DLQ_WORKFLOW_ID),
+            query=WorkflowQuery(query_type=query),
+        )
+    )
+    [payload] = response.query_result.payloads
+    assert payload.metadata["encoding"] == b"json/plain"
+    return bytes(payload.data)
+
+
+def bare_query(address: str, query: str) -> Any:
+    result = temporal(
+        address,
+        "workflow",
+        "query",
+        "--workflow-id",
+        DLQ_WORKFLOW_ID,
+        "--name",
+        query,
+        "-o",
+        "json",
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["queryResult"]
 
 
 # The longest a retry may start after its delay while 200 jobs retry at once on 2 cores

@@ -4,9 +4,11 @@ Jobs stay the source of truth: a dead job waits on itself and decides what a req
 discard does, then reports back. The DLQ is the index of recently parked jobs, the audit log of
 every park / requeue / discard, and the alerting point:
 
-* ``park(DeadEntry)`` (signal-with-start by the job): index it and queue an alert;
+* ``park(DeadEntry)`` (one signal from the job; a signal-with-start through the
+  ``park_in_dlq`` activity only when no DLQ runs): index it and queue an alert;
 * ``requeue(job_id)`` / ``discard(job_id)`` (a human, e.g. with the bare ``temporal`` CLI):
-  forwarded to the job; the job answers with ``job_released`` and the index follows;
+  forwarded to the job; the job answers with ``job_released`` (one signal) and the index
+  follows. A requeue or discard sent to the job itself is reported the same way;
 * alerts go out in batches through the ``notify_dead_jobs`` activity, so a herd of poison jobs
   pages once per batch and a failing webhook never blocks a park or loses an entry.
 

@@ -1,10 +1,15 @@
 """``JobWorkflow``: one delayed job, from its durable wait to done, dead or cancelled.
 
 Cheapest correct shape (see README, "Server work per job"): the starter passes ``start_delay``
-so no workflow task runs until the job is due; the first task upserts ``JobStatus=running``
-and schedules ``run_job`` in one go. Retries are the activity's RetryPolicy, so a failed
-attempt costs the workflow nothing. An update (pause, trigger, ...) wakes a delayed workflow
-early; from then on the wait is a timer raced against the controls.
+so no workflow task runs until the job is due; the first task schedules ``run_job``. Retries
+are the activity's RetryPolicy, so a failed attempt costs the workflow nothing. An update
+(pause, trigger, ...) wakes a delayed workflow early; from then on the wait is a timer raced
+against the controls.
+
+Visibility carries ``JobStatus`` only where a listing must filter on it (:func:`listed_status`):
+``scheduled`` from the start, ``paused``, ``dead`` and ``discarded``. Running, done and
+cancelled are Temporal's own state (a started pending activity, the execution status); runs
+started before the ``lean-status`` patch still upsert them.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 with workflow.unsafe.imports_passed_through():
     import workflows.inbox as inbox
     from workflows.durations import format_duration
+    from workflows.live_attempts import READ_ATTEMPT_LOG
     from workflows.models import (
         CONTROL_CUTOFF,
         DLQ_MEMO_KEY,
@@ -37,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
         JOB_NAME,
         JOB_RUN_AT,
         JOB_STATUS,
+        LEAN_SHAPE,
+        SHAPE_MEMO_KEY,
         AttemptRecord,
         AuditAction,
         AuditEntry,
@@ -64,11 +72,26 @@ RESERVE_ATTEMPTS = 3
 HANDLER_SLOT_WAIT = timedelta(minutes=10)
 PARK_IN_DLQ = "park_in_dlq"
 REPORT_TO_DLQ = "report_to_dlq"
+# Set by a cron on the slot jobs whose completion it reads: they send ``slot_finished`` only
+# when they park, and for how they end after a park (see workflows/cron_workflow.py).
+SLOT_END_MEMO_KEY = "slot_end"
+SLOT_END_BY_COMPLETION = "completion"
 # Reaching the DLQ must not fail the job: keep trying, at most every 30 s.
 DLQ_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))
 # A cancel accepted while an attempt ran ends the job cancelled even when the attempt ended
 # otherwise (its handler finished first): before this patch such a job went on to done.
 CANCEL_WINS_PATCH = "cancel-wins-over-a-finished-attempt"
+# Runs under this patch upsert JobStatus only where visibility must filter on it (see
+# listed_status), and a cancel reads the round's attempt log from the pending activity before
+# cancelling it (a cancel during a retry backoff used to lose the attempts). Before it every
+# state (running, done, cancelled too) was upserted. One patch id for all of issue 14's new
+# command sequences: each id a run uses costs it an upsert of TemporalChangeVersion.
+LEAN_STATUS_PATCH = "lean-status"
+# The cancel path's one look at the pending activity; a cancel never waits long for it.
+READ_LOG_TIMEOUT = timedelta(seconds=10)
+READ_LOG_RETRY = RetryPolicy(maximum_attempts=3)
+# A lost attempt's record, as attempts_from_failure closes one after a heartbeat timeout.
+LOST_LEASE = "lease lost: no heartbeat within the lease"
 
 
 def start_search_attributes(spec: JobSpec, status: JobStatus) -> TypedSearchAttributes:
@@ -118,6 +141,17 @@ def attempts_from_failure(err: ActivityError, now: datetime) -> list[AttemptReco
     return []
 
 
+def listed_status(status: JobStatus) -> JobStatus | None:
+    """What visibility's ``JobStatus`` says for a job in ``status`` (lean runs): only what a
+    listing filters on. Running is still ``scheduled`` there (Temporal's pending activity says
+    more); done and cancelled are not written (the execution status says them): None."""
+    if status in (JobStatus.DONE, JobStatus.CANCELLED):
+        return None
+    if status == JobStatus.RUNNING:
+        return JobStatus.SCHEDULED
+    return status
+
+
 def failure_message(err: ActivityError) -> str:
     cause = err.cause
     if isinstance(cause, ActivityTimeoutError) and cause.type is not None:
@@ -140,6 +174,8 @@ class JobWorkflow:
         workflow at once with InvalidWorkflowInput)."""
         self.spec = inbox.start_arg(args, inbox.JOB_START, inbox.check_job_start)
         self.state = JobStatus.SCHEDULED
+        self.listed = JobStatus.SCHEDULED  # the JobStatus search attribute, as last written
+        self.lean: bool | None = None  # LEAN_STATUS_PATCH, decided once
         self.paused_until: datetime | None = None
         self.triggered = False
         self.dispatched_until: datetime | None = None  # run_at of an attempt waiting in a worker
@@ -162,6 +198,7 @@ class JobWorkflow:
             inbox.check_due(self.spec.run_at, workflow.now(), "run_at")
         except inbox.Invalid as err:
             raise inbox.invalid_start(str(err)) from None
+        self._lean_status()
         self._ensure_search_attributes()
         self._show()
         try:
@@ -180,6 +217,8 @@ class JobWorkflow:
                 self.parked_at = None
                 await self._report_release(action, applied=True)
                 if action == "discard":
+                    if self._lean_status():  # the run ends Failed: listings tell it by this
+                        self._list(JobStatus.DISCARDED)
                     self._show("discarded")
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     raise ApplicationError(
@@ -216,15 +255,29 @@ class JobWorkflow:
             round=self.round,
         )
         workflow.upsert_memo({DLQ_MEMO_KEY: entry.model_dump(mode="json")})
-        await self._tell_dlq(
-            PARK_IN_DLQ, entry, f"park in the dead-letter queue after {entry.attempts} attempt(s)"
-        )
+        summary = f"park in the dead-letter queue after {entry.attempts} attempt(s)"
+        # Runs under LEAN_STATUS_PATCH reach a running DLQ by one signal (older runs used the
+        # activity every time). One patch for both: each patch id a run uses costs it an
+        # upsert of TemporalChangeVersion.
+        if self._lean_status():
+            try:  # the DLQ runs (every park but the first): one signal
+                await workflow.get_external_workflow_handle(DLQ_WORKFLOW_ID).signal("park", entry)
+            except FailureError:  # no DLQ yet (or it was terminated): signal-with-start it
+                await self._tell_dlq(PARK_IN_DLQ, entry, summary)
+        else:
+            await self._tell_dlq(PARK_IN_DLQ, entry, summary)
         await self._tell_parent()
 
     async def _tell_parent(self) -> None:
-        """A cron's slot job reports how it settled (done, dead, cancelled) to its cron."""
+        """A cron's slot job reports how it settled (done, dead, cancelled) to its cron: by
+        signal, unless the cron reads it from the child's completion (memo ``slot_end``); a
+        parked job is still open, so its park, and its end after one, are signalled anyway."""
         parent = workflow.info().parent
         if parent is None:
+            return
+        by_completion = workflow.memo_value(SLOT_END_MEMO_KEY, None) == SLOT_END_BY_COMPLETION
+        parked = self.state == JobStatus.DEAD or self.parked_at is not None or self.round > 1
+        if by_completion and not parked:
             return
         report = SlotFinished(job_id=self.spec.id, status=self.state)
         try:
@@ -247,9 +300,17 @@ class JobWorkflow:
             note=by.note,
         )
         outcome = "applied" if applied else f"ignored (job is {self.state})"
-        await self._tell_dlq(
-            REPORT_TO_DLQ, release, f"tell the dead-letter queue: {action} {outcome}"
-        )
+        if not self._lean_status():  # older runs: activity + signal-with-start
+            await self._tell_dlq(
+                REPORT_TO_DLQ, release, f"tell the dead-letter queue: {action} {outcome}"
+            )
+            return
+        try:  # one signal; a DLQ that is not running has no index or log to update
+            await workflow.get_external_workflow_handle(DLQ_WORKFLOW_ID).signal(
+                "job_released", release
+            )
+        except FailureError:
+            workflow.logger.info("no dead-letter queue running; %s %s not logged", action, outcome)
 
     async def _tell_dlq(self, activity: str, message: DeadEntry | JobRelease, summary: str) -> None:
         await workflow.execute_activity(
@@ -314,6 +375,7 @@ class JobWorkflow:
             )
             executions += 1
             suffix = f"-{executions}" if executions > 1 else ""
+            activity_id = f"round-{self.round}{suffix}"
             self.dispatched_until = not_before
             self._show()
             first, last = job.spent + 1, self.spec.max_attempts
@@ -323,25 +385,20 @@ class JobWorkflow:
                 job,
                 summary=clip(f"{self.spec.handler} · round {self.round} · {tries} of {last}"),
                 result_type=RunJobResult,
-                activity_id=f"round-{self.round}{suffix}",
+                activity_id=activity_id,
                 start_to_close_timeout=attempt_allowance(self.spec),
                 heartbeat_timeout=timedelta(seconds=self.spec.lease),
                 retry_policy=retry_policy(self.spec, job.budget),
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
             try:
-                outcome = await attempt
+                outcome = await self._settle(attempt, activity_id)
             except ActivityError as err:
                 if is_cancelled_exception(err):
                     raise
                 self.attempts.extend(attempts_from_failure(err, workflow.now()))
                 self.last_error = failure_message(err)
                 return "exhausted"
-            except asyncio.CancelledError:
-                # Cancelled in the very task that brought the attempt's end: keep its record.
-                if not attempt.done() or attempt.cancelled() or attempt.exception() is not None:
-                    raise
-                self._cancel_met(attempt.result())
             finally:
                 self.dispatched_until = None
             if outcome.cancelled or (
@@ -356,13 +413,81 @@ class JobWorkflow:
             self.result = outcome.result
             return "done"
 
+    async def _settle(
+        self, attempt: workflow.ActivityHandle[RunJobResult], activity_id: str
+    ) -> RunJobResult:
+        """The attempt's outcome. The attempt is shielded from the workflow's cancellation,
+        which then reads the round's attempt log first (lean runs), cancels the attempt and
+        waits for it: a running attempt answers with its own record, while one waiting out
+        a retry backoff ends without any, and the log read first is what remains of it."""
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            if attempt.done():
+                # Cancelled in the very task that brought the attempt's end: keep its record.
+                if attempt.cancelled() or attempt.exception() is not None:
+                    raise
+                self._cancel_met(attempt.result())
+            if not self._lean_status():
+                attempt.cancel()  # as the cancellation itself did before the patch
+                return await attempt
+        live = await self._read_attempt_log(activity_id)
+        attempt.cancel()
+        try:
+            outcome = await attempt
+        except ActivityError as err:
+            if is_cancelled_exception(err):
+                self.attempts.extend(live)
+            else:  # the round ended otherwise while the cancel was on its way (a retry
+                # failure carries no log: then the log read first is what remains)
+                self.attempts.extend(attempts_from_failure(err, workflow.now()) or live)
+                self.last_error = failure_message(err)
+            raise asyncio.CancelledError() from None
+        self._cancel_met(outcome)
+
+    async def _read_attempt_log(self, activity_id: str) -> list[AttemptRecord]:
+        """The round's attempts as the pending activity's heartbeat details hold them now (an
+        attempt that never reported its end was lost), or none if they cannot be read."""
+        try:
+            state: HeartbeatState | None = await workflow.execute_local_activity(
+                READ_ATTEMPT_LOG,
+                activity_id,
+                result_type=HeartbeatState,
+                start_to_close_timeout=READ_LOG_TIMEOUT,
+                retry_policy=READ_LOG_RETRY,
+                summary="read the attempt log before cancelling the attempt",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("job %s: attempt log unreadable: %s", self.spec.id, err)
+            return []
+        if state is None:
+            return []
+        state.close_dangling(workflow.now(), LOST_LEASE, "LeaseExpired")
+        return state.attempts
+
     # -- state ---------------------------------------------------------------------------
 
     def _set_status(self, status: JobStatus) -> None:
         if status != self.state:
             self.state = status
-            workflow.upsert_search_attributes([JOB_STATUS.value_set(status.value)])
+            self._list(status)
         self._show()
+
+    def _lean_status(self) -> bool:
+        """Whether this run writes JobStatus only where listings filter on it (decided once:
+        runs recorded before LEAN_STATUS_PATCH upserted every state)."""
+        if self.lean is None:
+            marked = workflow.memo_value(SHAPE_MEMO_KEY, None) == LEAN_SHAPE
+            # A job started without the memo (by hand, or by an older starter) asks the patch.
+            self.lean = marked or workflow.patched(LEAN_STATUS_PATCH)
+        return self.lean
+
+    def _list(self, status: JobStatus) -> None:
+        """Write ``status`` to visibility's JobStatus, if a listing needs it and it changed."""
+        shown = listed_status(status) if self._lean_status() else status
+        if shown is not None and shown != self.listed:
+            self.listed = shown
+            workflow.upsert_search_attributes([JOB_STATUS.value_set(shown.value)])
 
     def _when(self, moment: datetime | None) -> str:
         return "-" if moment is None else moment_text(moment, self.spec.timezone)
@@ -372,17 +497,41 @@ class JobWorkflow:
         workflow.set_current_details(self.current_details(headline))
 
     def current_details(self, headline: str | None = None) -> str:
-        """``**dead** · 1 of 1 attempts failed · last error: `...` · ...``, from state only
-        (and ``workflow.now()``), so replay rebuilds the same text."""
-        spent = sum(1 for a in self.attempts if a.round == self.round and a.spent)
+        """``**dead** · 1 of 1 attempt(s) failed · parked ...``: the status the one
+        rule (workflows/jobstatus.py) computes from the facts this workflow has, from state
+        only (and ``workflow.now()``), so replay rebuilds the same text."""
+        with workflow.unsafe.imports_passed_through():
+            from workflows import jobstatus as js
+        now = workflow.now()
+        run_at = None if self.triggered else self.spec.run_at
+        execution: js.Execution = "running"
+        failure = None
+        if headline == JobStatus.DISCARDED or self.state == JobStatus.DISCARDED:
+            execution, failure = "failed", js.DISCARDED_FAILURE
+        elif self.state in (JobStatus.DONE, JobStatus.CANCELLED):
+            execution = "completed" if self.state == JobStatus.DONE else "canceled"
+        activity = None
+        if self.state == JobStatus.RUNNING:
+            waiting = self.dispatched_until is not None
+            activity = js.AttemptFacts(state="started", handler_running=not waiting)
+        cancelling = self.cancel_noted or workflow.cancellation_reason() is not None
+        facts = js.Facts(
+            execution=execution,
+            attribute=self.state.value,
+            run_at=run_at,
+            activity=activity,
+            cancel_requested=cancelling and execution == "running",
+            failure_type=failure,
+        )
+        status = js.public_status(facts, now).status
         budget = self.spec.max_attempts
-        parts = [f"**{headline or self.state.value}**"]
-        match self.state:
-            case JobStatus.SCHEDULED:
-                if self.triggered:
-                    parts.append("triggered: runs now")
-                else:
-                    parts.append(f"next run {self._when(self.spec.run_at)}")
+        last = js.last_attempt(self.attempts, budget)
+        parts = [f"**{status.value}**"]
+        match status:
+            case JobStatus.SCHEDULED if self.dispatched_until is not None:
+                parts.append(f"with a worker, starts {self._when(self.dispatched_until)}")
+            case JobStatus.SCHEDULED | JobStatus.PENDING:
+                parts.append(f"next run {self._when(self.spec.run_at)}")
                 parts.append(f"up to {budget} attempt(s)")
             case JobStatus.PAUSED:
                 if self.paused_until is not None:
@@ -391,21 +540,20 @@ class JobWorkflow:
                     parts.append(f"until resumed (`jobs resume {self.spec.id}`)")
                 parts.append(f"due {self._when(self.spec.run_at)}")
             case JobStatus.RUNNING:
-                if self.dispatched_until is not None:
-                    parts.append(f"with a worker, starts {self._when(self.dispatched_until)}")
-                parts.append(f"attempt {spent + 1} of {budget}")
-                if spent + 1 < budget:
-                    parts.append("later retries show on the pending activity")
+                if self.triggered and self.spec.run_at and self.spec.run_at > now:
+                    parts.append("triggered: runs now")
+                parts.append(js.current_attempt(self.attempts, self.round, budget).label)
+                parts.append("retries show on the pending activity")
             case JobStatus.DONE:
-                parts.append(f"succeeded on attempt {spent} of {budget}")
-                parts.append(f"finished {self._when(workflow.now())}")
+                parts.append(f"succeeded on {last.label}" if last else "done")
+                parts.append(f"finished {self._when(now)}")
             case JobStatus.DEAD:
+                spent = sum(1 for a in self.attempts if a.round == self.round and a.spent)
                 parts.append(f"{spent} of {budget} attempt(s) failed")
-                if headline is None:
-                    parked = f"parked {self._when(self.parked_at)}; " if self.parked_at else ""
-                    parts.append(f"{parked}requeue or discard it in the dead-letter queue")
-            case _:
-                parts.append(f"{self._when(workflow.now())}, after {len(self.attempts)} attempt(s)")
+                parked = f"parked {self._when(self.parked_at)}; " if self.parked_at else ""
+                parts.append(f"{parked}requeue or discard it in the dead-letter queue")
+            case _:  # cancelling, cancelled, discarded
+                parts.append(f"{self._when(now)}, after {len(self.attempts)} attempt(s)")
         if self.round > 1:
             parts.append(f"round {self.round}")
         if self.last_error:
@@ -523,6 +671,8 @@ class JobWorkflow:
         self.triggered = True
         self.paused_until = None
         self.controls_seen += 1
+        if self._lean_status():  # listings tell a due job by its JobRunAt: this one is due now
+            workflow.upsert_search_attributes([JOB_RUN_AT.value_set(workflow.now())])
         self._audit("trigger", request, "runs now")
         return self.report()
 

@@ -164,6 +164,7 @@ class JobStatus(StrEnum):
     DEAD = "dead"  # exhausted; parked in the dead-letter queue
     CANCELLED = "cancelled"
     CANCELLING = "cancelling"  # cancel accepted, not settled yet (live state; never upserted)
+    DISCARDED = "discarded"  # a dead job discarded by a human: ended for good
 
     @property
     def finished(self) -> bool:
@@ -486,6 +487,11 @@ class JobReport(BaseModel):
 
 DLQ_WORKFLOW_ID = "dead-letter-queue"
 DLQ_MEMO_KEY = "dlq"  # a parked job's DeadEntry, in its memo, so listings need no queries
+# Set in a job's memo by whoever starts it (our starters, a cron for its slots): the run has the
+# lean shape (JobStatus only where listings filter on it). Told by the start input rather than by
+# a patch marker, which would cost every run a marker event and a TemporalChangeVersion upsert.
+SHAPE_MEMO_KEY = "shape"
+LEAN_SHAPE = "lean-status"
 MAX_ERROR_CHARS = 500
 
 
