@@ -129,11 +129,12 @@ class Workers:
 
 @asynccontextmanager
 async def side(
-    wal: bool = True, **server_options: Any
+    wal: bool = True, server_type: type[DevServer] = DevServer, **server_options: Any
 ) -> AsyncIterator[tuple[DevServer, Client, Workers, Path]]:
-    """A fresh dev server (SQLite file), a records file and a worker group, all cleaned up."""
+    """A fresh dev server (SQLite file; ``server_type`` for one with more options), a records
+    file and a worker group, all cleaned up."""
     with tempfile.TemporaryDirectory(prefix="jobs-bench-") as tmp:
-        server = DevServer(db_file=Path(tmp) / "temporal.db", wal=wal, **server_options)
+        server = server_type(db_file=Path(tmp) / "temporal.db", wal=wal, **server_options)
         client = await server.start()
         workers = Workers()
         try:

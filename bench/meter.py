@@ -9,8 +9,8 @@ the window. Run one case at a time: a window holds everything the server did mea
 
 from __future__ import annotations
 
+import asyncio
 import re
-import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,7 +24,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from bench import actions
-from bench.common import Workers
+from bench.common import Workers, side
 from starter.devserver import DevServer, free_port
 
 NAMESPACE = "default"
@@ -48,6 +48,16 @@ class MeteredServer(DevServer):
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    async def heartbeats(self, settle: float = 2.0) -> float:
+        """Heartbeat requests the frontend has answered so far in our namespace, once the
+        count holds still for ``settle`` seconds (the server publishes counters periodically)."""
+        last = None
+        async with asyncio.timeout(60):
+            while (count := (await read(self)).heartbeats) != last:
+                last = count
+                await asyncio.sleep(settle)
+        return count
 
 
 def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -158,14 +168,7 @@ async def window(client: Client, before: Reading, after: Reading) -> Window:
 
 @asynccontextmanager
 async def metered_side() -> AsyncIterator[tuple[MeteredServer, Client, Workers, Path]]:
-    """bench.common.side with a metered server: a fresh SQLite file (WAL), a records file and
-    a worker group, all cleaned up."""
-    with tempfile.TemporaryDirectory(prefix="jobs-bench-") as tmp:
-        server = MeteredServer(db_file=Path(tmp) / "temporal.db")
-        client = await server.start()
-        workers = Workers()
-        try:
-            yield server, client, workers, Path(tmp) / "records.jsonl"
-        finally:
-            workers.stop()
-            server.stop()
+    """bench.common.side with a metered server."""
+    async with side(server_type=MeteredServer) as (server, client, workers, records):
+        assert isinstance(server, MeteredServer)
+        yield server, client, workers, records

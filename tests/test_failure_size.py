@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
 import pytest
 from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client
@@ -35,8 +34,8 @@ from activities.failure_size import (
     size_without_details,
 )
 from activities.registry import HandlerRegistry, JobContext, PermanentError, load_handlers
+from bench.meter import MeteredServer
 from starter import operations
-from starter.devserver import DevServer, free_port
 from tests.conftest import end_singletons
 from worker import WorkerSettings, build_worker
 from workflows.models import AttemptRecord, HeartbeatState, JobReport, JobStatus
@@ -285,34 +284,6 @@ async def test_a_huge_permanent_error_ends_the_job_with_our_cut_message(
     assert report.last_error is not None and report.last_error.endswith(clip("x" * HUGE))
 
 
-class MeteredServer(DevServer):
-    """A dev server of its own with its Prometheus endpoint, to count heartbeat requests."""
-
-    metrics_port: int = 0
-
-    def command(self) -> list[str]:
-        return [*super().command(), "--metrics-port", str(self.metrics_port)]
-
-    async def heartbeats(self) -> float:
-        """RecordActivityTaskHeartbeat requests the frontend has answered so far, once the
-        count holds still for two seconds (the server reports its counters periodically)."""
-        last = None
-        async with httpx.AsyncClient() as http, asyncio.timeout(30):
-            while True:
-                text = (await http.get(f"http://127.0.0.1:{self.metrics_port}/metrics")).text
-                count = sum(
-                    float(line.rsplit(" ", 1)[1])
-                    for line in text.splitlines()
-                    if line.startswith("service_requests{")
-                    and 'operation="RecordActivityTaskHeartbeat"' in line
-                    and 'service_name="frontend"' in line
-                )
-                if count == last:
-                    return count
-                last = count
-                await asyncio.sleep(2)
-
-
 @pytest.mark.devserver
 async def test_a_failed_attempt_costs_no_heartbeat_of_its_own_and_its_record_reaches_the_next(
     task_queue: str,
@@ -320,7 +291,6 @@ async def test_a_failed_attempt_costs_no_heartbeat_of_its_own_and_its_record_rea
     """Fails twice, then succeeds: one heartbeat per attempt (the start's), so with the start
     and the three attempts 7 actions; every failed attempt still recorded as failed."""
     server = MeteredServer(db_file=None)
-    server.metrics_port = free_port()
     client = await server.start()
     try:
         registry = load_handlers("tests.handlers")

@@ -16,11 +16,10 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
@@ -28,8 +27,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from activities.registry import load_handlers
+from bench.meter import MeteredServer
 from starter import operations
-from starter.devserver import DevServer, free_port
 from tests.conftest import running_worker
 from worker import WORKFLOWS, sandbox_runner
 from workflows.models import JOB_STATUS, JobReport, JobStatus
@@ -39,26 +38,6 @@ HANDLERS = load_handlers("tests.handlers").names()
 UPSERT = EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
 ACTIVITY_SCHEDULED = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
 HEARTBEATS = 'operation="RecordActivityTaskHeartbeat",service_name="frontend"'
-
-
-@dataclass
-class MeteredServer(DevServer):
-    """A dev server that serves its Prometheus metrics on ``metrics_port``."""
-
-    metrics_port: int = field(default_factory=free_port)
-
-    def command(self) -> list[str]:
-        return [*super().command(), "--metrics-port", str(self.metrics_port)]
-
-    async def heartbeats(self) -> float:
-        """Heartbeats the server's frontend has answered so far (all jobs, all workers)."""
-        async with httpx.AsyncClient() as http:
-            text = (await http.get(f"http://127.0.0.1:{self.metrics_port}/metrics")).text
-        return sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("service_requests{") and HEARTBEATS in line
-        )
 
 
 @dataclass

@@ -33,6 +33,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     import workflows.inbox as inbox
+    import workflows.jobstatus as js
     from workflows.durations import format_duration
     from workflows.live_attempts import READ_ATTEMPT_LOG
     from workflows.models import (
@@ -500,8 +501,6 @@ class JobWorkflow:
         """``**dead** · 1 of 1 attempt(s) failed · parked ...``: the status the one
         rule (workflows/jobstatus.py) computes from the facts this workflow has, from state
         only (and ``workflow.now()``), so replay rebuilds the same text."""
-        with workflow.unsafe.imports_passed_through():
-            from workflows import jobstatus as js
         now = workflow.now()
         run_at = None if self.triggered else self.spec.run_at
         execution: js.Execution = "running"
