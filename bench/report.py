@@ -93,9 +93,23 @@ def rate_section(rate: dict[str, Any]) -> list[str]:
 
 
 def cost_section(cost: dict[str, Any]) -> list[str]:
-    rows = [[r["case"], r["side"], f"{r['events']:.1f}", f"{r['tasks']:.1f}"] for r in cost["rows"]]
-    header = ["case", "side", "history events", "workflow tasks"]
-    return ["### Server cost per job (from real histories)", "", *table(header, rows), ""]
+    def kinds(r: dict[str, Any]) -> str:
+        return ", ".join(f"{k} {v:g}" for k, v in sorted(r.get("by_kind", {}).items()))
+
+    rows = [
+        [
+            r["case"],
+            r["side"],
+            f"{r['actions']:g}" if "actions" in r else "-",  # older results counted no actions
+            f"{r['events']:.1f}",
+            f"{r['tasks']:.1f}",
+            kinds(r),
+        ]
+        for r in cost["rows"]
+    ]
+    header = ["case", "side", "billable actions", "history events", "workflow tasks", "actions"]
+    title = "### Cost per job (billable actions, from real histories)"
+    return [title, "", *table(header, rows), ""]
 
 
 def hold_section(hold: dict[str, Any]) -> list[str]:
