@@ -158,16 +158,23 @@ async def failures(bench: Bench) -> list[dict[str, Any]]:
 
     rows.append((await bench.measured(flaky)).row("fails twice, then ok", "ours"))
 
-    async def round_trip() -> None:
-        poison = {"seconds": 0, "fail_times": 2}
-        parked = await bench.ours(
-            "round-trip", handler="demo.sleep", payload=poison, max_attempts=2, backoff_base=1
-        )
-        await bench.wait_dead(parked, timeout=120)
-        await dlq.release(bench.client, parked, "requeue")
-        await bench.finish(parked)
+    def round_trip(job_id: str) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            poison = {"seconds": 0, "fail_times": 2}
+            parked = await bench.ours(
+                job_id, handler="demo.sleep", payload=poison, max_attempts=2, backoff_base=1
+            )
+            await bench.wait_dead(parked, timeout=120)
+            await dlq.release(bench.client, parked, "requeue")
+            await bench.finish(parked)
 
-    rows.append((await bench.measured(round_trip)).row("DLQ round trip", "ours"))
+        return run
+
+    # The first park on a fresh server also starts the dead-letter-queue workflow; the second
+    # is what every later dead job costs.
+    first = await bench.measured(round_trip("round-trip"))
+    rows.append(first.row("DLQ round trip, first park", "ours"))
+    rows.append((await bench.measured(round_trip("round-trip-2"))).row("DLQ round trip", "ours"))
     return rows
 
 
@@ -203,12 +210,12 @@ async def measure(slots: int) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'case':21} {'side':9} {'actions':>7} {'events':>7} {'wf tasks':>8} {'srv ctr':>7}"
+    head = f"{'case':27} {'side':9} {'actions':>7} {'events':>7} {'wf tasks':>8} {'srv ctr':>7}"
     lines = [head + "  actions by kind"]
     for r in rows:
         kinds = ", ".join(f"{k} {v:g}" for k, v in r["by_kind"].items())
         lines.append(
-            f"{r['case']:21} {r['side']:9} {r['actions']:7.1f} {r['events']:7.1f} "
+            f"{r['case']:27} {r['side']:9} {r['actions']:7.1f} {r['events']:7.1f} "
             f"{r['tasks']:8.1f} {r['server_action_metric']:7.1f}  {kinds}"
         )
     return "\n".join(lines)
