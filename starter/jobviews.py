@@ -23,7 +23,7 @@ from temporalio.client import (
 )
 
 from workflows.cron_workflow import CRON_MEMO_KEY, next_run_from_memo
-from workflows.job_workflow import RESERVE_ATTEMPTS, RUN_JOB
+from workflows.job_workflow import RUN_JOB, budget_of_policy
 from workflows.jobstatus import (
     AttemptFacts,
     Execution,
@@ -66,11 +66,9 @@ def run_job_activity(desc: WorkflowExecutionDescription) -> PendingActivityInfo 
 
 
 def round_budget(activity: PendingActivityInfo) -> int | None:
-    """The attempt budget the round's ``run_job`` was scheduled with, read back from its
-    retry policy (workflows/job_workflow.py ``retry_policy``: the budget plus a reserve for
-    attempts lost before their handler started). For readers with no query: the board."""
-    budget = activity.maximum_attempts - RESERVE_ATTEMPTS
-    return budget if budget > 0 else None
+    """The attempt budget the round's ``run_job`` was scheduled with (see
+    workflows/job_workflow.py ``budget_of_policy``)."""
+    return budget_of_policy(activity.maximum_attempts)
 
 
 def cancel_requested(desc: WorkflowExecutionDescription) -> bool:

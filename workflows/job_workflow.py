@@ -120,6 +120,13 @@ def retry_policy(spec: JobSpec, budget: int) -> RetryPolicy:
     )
 
 
+def budget_of_policy(maximum_attempts: int) -> int | None:
+    """The round's attempt budget read back from a ``retry_policy`` it made (for readers with
+    no query: the board), or None when the policy is not one of ours."""
+    budget = maximum_attempts - RESERVE_ATTEMPTS
+    return budget if budget > 0 else None
+
+
 def attempt_allowance(spec: JobSpec) -> timedelta:
     """Start-to-close of one attempt: waiting for run_at and for a free handler slot, then the
     handler's own ``timeout`` (which the activity enforces)."""
@@ -134,7 +141,7 @@ def attempts_from_failure(err: ActivityError, now: datetime) -> list[AttemptReco
     if isinstance(cause, ActivityTimeoutError) and cause.last_heartbeat_details:
         state = HeartbeatState.model_validate(cause.last_heartbeat_details[0])
         if cause.type == TimeoutType.HEARTBEAT:
-            state.close_dangling(now, "lease lost: no heartbeat within the lease", "LeaseExpired")
+            state.close_dangling(now, LOST_LEASE, "LeaseExpired")
         else:
             kind = cause.type.name if cause.type else "unknown"
             state.close_dangling(now, f"attempt timed out ({kind})", "AttemptTimeout")
