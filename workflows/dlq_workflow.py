@@ -30,8 +30,8 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import workflows.inbox as inbox
+    from workflows import names
     from workflows.models import (
-        DLQ_WORKFLOW_ID,
         DeadEntry,
         DlqLogLine,
         DlqState,
@@ -53,7 +53,7 @@ ALERT_RETRY = RetryPolicy(
 )
 
 
-@workflow.defn(name="DeadLetterQueueWorkflow")
+@workflow.defn(name=names.DLQ_WORKFLOW)
 class DeadLetterQueueWorkflow:
     @workflow.init
     def __init__(self, *args: Any) -> None:
@@ -96,7 +96,7 @@ class DeadLetterQueueWorkflow:
         )
         try:
             await workflow.execute_activity(
-                "notify_dead_jobs",
+                names.NOTIFY_DEAD_JOBS,
                 batch,
                 start_to_close_timeout=timedelta(seconds=30),
                 schedule_to_close_timeout=timedelta(minutes=5),
@@ -110,12 +110,13 @@ class DeadLetterQueueWorkflow:
 
     # -- signals -------------------------------------------------------------------------
 
-    @workflow.signal
+    @workflow.signal(name=names.SIGNAL_PARK)
     def park(self, *args: Any) -> None:
         """A DeadEntry, from a job that just went dead."""
+        signal = names.SIGNAL_PARK
         try:
-            entry = inbox.one_arg(args, "park")
-            checked = inbox.check_dead_entry(inbox.accept(inbox.DEAD_ENTRY_ARG, entry, "park"))
+            entry = inbox.one_arg(args, signal)
+            checked = inbox.check_dead_entry(inbox.accept(inbox.DEAD_ENTRY_ARG, entry, signal))
         except inbox.Invalid as err:
             self._reject(str(err))
             return
@@ -133,26 +134,25 @@ class DeadLetterQueueWorkflow:
             self.totals["alert-dropped"] = self.totals.get("alert-dropped", 0) + dropped
         self._record("parked", entry.job_id, f"after {entry.attempts} attempts: {entry.last_error}")
 
-    @workflow.signal
+    @workflow.signal(name=names.SIGNAL_REQUEUE)
     async def requeue(self, *args: Any) -> None:
         """Run a dead job again with a fresh attempt budget (the job applies it only if dead).
 
         Takes a job id, or a ReleaseRequest (job id, who, why) that the job records."""
-        await self._forward("requeue", args)
+        await self._forward(names.SIGNAL_REQUEUE, args)
 
-    @workflow.signal
+    @workflow.signal(name=names.SIGNAL_DISCARD)
     async def discard(self, *args: Any) -> None:
         """End a dead job for good (the job applies it only if dead)."""
-        await self._forward("discard", args)
+        await self._forward(names.SIGNAL_DISCARD, args)
 
-    @workflow.signal
+    @workflow.signal(name=names.SIGNAL_JOB_RELEASED)
     def job_released(self, *args: Any) -> None:
         """A JobRelease, from a job answering a forwarded requeue or discard."""
+        signal = names.SIGNAL_JOB_RELEASED
         try:
-            release = inbox.one_arg(args, "job_released")
-            checked = inbox.check_release(
-                inbox.accept(inbox.JOB_RELEASED_ARG, release, "job_released")
-            )
+            release = inbox.one_arg(args, signal)
+            checked = inbox.check_release(inbox.accept(inbox.JOB_RELEASED_ARG, release, signal))
         except inbox.Invalid as err:
             self._reject(str(err))
             return
@@ -197,9 +197,9 @@ class DeadLetterQueueWorkflow:
         except inbox.Invalid as err:
             self._reject(str(err))
             return
-        forwarded: str | ReleaseRequest = DLQ_WORKFLOW_ID
+        forwarded: str | ReleaseRequest = names.DLQ_WORKFLOW_ID
         if isinstance(request, ReleaseRequest):
-            forwarded = request.model_copy(update={"source": DLQ_WORKFLOW_ID})
+            forwarded = request.model_copy(update={"source": names.DLQ_WORKFLOW_ID})
         try:
             await workflow.get_external_workflow_handle(job_id).signal(action, forwarded)
         except FailureError as err:
@@ -209,19 +209,19 @@ class DeadLetterQueueWorkflow:
 
     # -- queries ---------------------------------------------------------------------------
 
-    @workflow.query
+    @workflow.query(name=names.QUERY_ENTRIES)
     def entries(self, limit: Any = MAX_ENTRIES) -> list[DeadEntry]:
         """Recently parked jobs still dead, newest first (at most ``limit``, an integer)."""
         count = inbox.query_limit(limit, MAX_ENTRIES)
         return sorted(self.parked.values(), key=lambda e: e.parked_at, reverse=True)[:count]
 
-    @workflow.query
+    @workflow.query(name=names.QUERY_LOG)
     def log(self, limit: Any = MAX_LOG) -> list[DlqLogLine]:
         """The audit log, newest last (the last ``limit`` lines, an integer)."""
         count = inbox.query_limit(limit, MAX_LOG)
         return self.log_lines[len(self.log_lines) - count :]
 
-    @workflow.query
+    @workflow.query(name=names.QUERY_DLQ_STATE)
     def state(self) -> DlqState:
         return self.snapshot()
 

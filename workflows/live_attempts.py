@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from workflows import names
 from workflows.models import HeartbeatState
 
-READ_ATTEMPT_LOG = "read_attempt_log"
 
-
-@activity.defn(name=READ_ATTEMPT_LOG)
+@activity.defn(name=names.READ_ATTEMPT_LOG)
 async def read_attempt_log(activity_id: str) -> HeartbeatState | None:
     """The heartbeat details of this workflow run's pending activity ``activity_id``, or None
     when it has none (no attempt has heartbeated yet, or the activity is gone)."""

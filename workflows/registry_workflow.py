@@ -18,6 +18,7 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     import workflows.inbox as inbox
+    from workflows import names
 
 STALE_AFTER = timedelta(days=7)
 # Characters of worker and handler names kept (inbox.registry_size): the oldest workers go
@@ -25,7 +26,7 @@ STALE_AFTER = timedelta(days=7)
 REGISTRY_BUDGET = 1_000_000
 
 
-@workflow.defn(name="HandlerRegistryWorkflow")
+@workflow.defn(name=names.REGISTRY_WORKFLOW)
 class HandlerRegistryWorkflow:
     @workflow.init
     def __init__(self, *args: Any) -> None:
@@ -46,12 +47,13 @@ class HandlerRegistryWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(list(self.workers.values()))
 
-    @workflow.signal
+    @workflow.signal(name=names.SIGNAL_PUBLISH)
     def publish(self, *args: Any) -> None:
         """A WorkerHandlers, from a worker starting up."""
+        signal = names.SIGNAL_PUBLISH
         try:
-            entry = inbox.one_arg(args, "publish")
-            checked = inbox.accept(inbox.WORKER_HANDLERS_ARG, entry, "publish")
+            entry = inbox.one_arg(args, signal)
+            checked = inbox.accept(inbox.WORKER_HANDLERS_ARG, entry, signal)
             inbox.check_worker_handlers(checked, workflow.now())
         except inbox.Invalid as err:
             self._reject(str(err))
@@ -83,6 +85,6 @@ class HandlerRegistryWorkflow:
             size -= inbox.registry_size(entry)
             del self.workers[entry.worker]
 
-    @workflow.query
+    @workflow.query(name=names.QUERY_HANDLERS)
     def handlers(self) -> list[str]:
         return sorted({name for entry in self.workers.values() for name in entry.handlers})

@@ -1,0 +1,125 @@
+"""What ``CronJobWorkflow`` answers from outside: the ``status`` query, the ``pause`` /
+``resume`` / ``trigger`` / ``update`` updates (with their validators), and the
+``cancel_requested`` and ``slot_finished`` signals. Every message is checked by
+:mod:`workflows.inbox`; an invalid signal is recorded as rejected, never fails the workflow.
+Workflow code."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RawValue
+
+import workflows.cronmath as cronmath
+import workflows.inbox as inbox
+from workflows import names
+from workflows.cron_core import CronCore
+from workflows.cron_rules import cron_memo
+from workflows.models import ControlRequest, CronReport, CronUpdate, PauseRequest
+
+
+class CronControls(CronCore):
+    @workflow.query(name=names.QUERY_STATUS)
+    def status(self) -> CronReport:
+        return self.report()
+
+    @workflow.update(name=names.UPDATE_PAUSE)
+    async def pause(self, request: PauseRequest) -> CronReport:
+        self.state.paused_until = request.until
+        self._set_paused(True)
+        self._audit(
+            "pause", request, f"until {self._when(request.until)}" if request.until else None
+        )
+        return self.report()
+
+    @pause.validator
+    def _check_pause(self, request: PauseRequest) -> None:
+        inbox.check_until(request.until, workflow.now())
+        inbox.check_request(request)
+
+    @workflow.update(name=names.UPDATE_RESUME)
+    async def resume(self, request: ControlRequest | None = None) -> CronReport:
+        self._resume()
+        self._audit("resume", request)
+        return self.report()
+
+    @resume.validator
+    def _check_resume(self, request: ControlRequest | None = None) -> None:
+        if not self.state.paused:
+            raise ValueError("cannot resume: the cron is not paused")
+        inbox.check_request(request)
+
+    @workflow.update(name=names.UPDATE_TRIGGER)
+    async def trigger(self, request: ControlRequest | None = None) -> CronReport:
+        """Run one extra slot now (recorded as manual), whatever the overlap policy."""
+        self.triggers += 1
+        self.controls_seen += 1
+        self._audit("trigger", request, "one extra slot now")
+        return self.report()
+
+    @trigger.validator
+    def _check_trigger(self, request: ControlRequest | None = None) -> None:
+        inbox.check_request(request)
+
+    @workflow.update(name=names.UPDATE_SCHEDULE)
+    async def update_schedule(self, change: CronUpdate) -> CronReport:
+        updates = change.schedule_changes()
+        self.spec = self.spec.model_copy(update=updates)
+        self._load_schedule()
+        # The new schedule starts from now: slots of the new expression in the past are not due.
+        assert self.state.last_slot is not None
+        self.state.last_slot = max(self.state.last_slot, workflow.now())
+        self.planned = None
+        self.controls_seen += 1
+        if self.lean:  # listings compute the next run from it
+            workflow.upsert_memo({names.MEMO_SCHEDULE: cron_memo(self.spec)})
+        changed = ", ".join(f"{key} {value}" for key, value in updates.items())
+        self._audit("update", ControlRequest(actor=change.actor, note=change.note), changed)
+        return self.report()
+
+    @update_schedule.validator
+    def _check_update(self, change: CronUpdate) -> None:
+        # CronError is a ValueError: raising it rejects the update, leaving no trace in history.
+        cron = cronmath.parse(change.cron) if change.cron is not None else self.cron
+        zone = cronmath.zone(change.timezone) if change.timezone is not None else self.zone
+        inbox.check_request(ControlRequest(actor=change.actor, note=change.note))
+        cronmath.next_slot(cron, zone, workflow.now())  # a schedule with no next slot is refused
+
+    @workflow.signal(name=names.SIGNAL_CANCEL_REQUESTED)
+    def cancel_requested(self, *args: Any) -> None:
+        """Who cancels and why (a ControlRequest): sent just before the workflow cancellation
+        itself. An invalid one is recorded as rejected; the cancellation still notes itself."""
+        request = args[0] if args else None
+        signal = names.SIGNAL_CANCEL_REQUESTED
+        try:
+            raw = inbox.one_arg(args, signal, optional=True)
+            checked = inbox.accept(inbox.CONTROL_ARG, raw, signal)
+        except inbox.Invalid as err:
+            self._reject(str(err), request)
+            return
+        self.cancel_noted = True
+        self._audit("cancel", checked, "no further slots")
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal this workflow does not define: recorded and dropped."""
+        self._reject(inbox.unknown_signal(name))
+
+    @workflow.signal(name=names.SIGNAL_SLOT_FINISHED)
+    def slot_finished(self, *args: Any) -> None:
+        """A SlotFinished, from a slot's job when it settles."""
+        raw = args[0] if args else None
+        signal = names.SIGNAL_SLOT_FINISHED
+        try:
+            raw = inbox.one_arg(args, signal)
+            report = inbox.accept(inbox.SLOT_FINISHED_ARG, raw, signal)
+        except inbox.Invalid as err:
+            self._reject(str(err), raw)
+            return
+        # A parked child signals its later ends too: no need to wait for its completion.
+        self.tracked.discard(report.job_id)
+        # Lean runs wake on what the end changes (see _changed_since), not on every report.
+        if self._slot_ended(report.job_id, report.status) and not self.lean:
+            self.controls_seen += 1

@@ -1,0 +1,199 @@
+"""What every part of ``CronJobWorkflow`` shares: its spec and :class:`CronState` (carried
+across continue-as-new) with the run's own bookkeeping, and how they reach the slot records,
+the audit trail, the Web UI (current details) and the ``status`` report. The parts
+(:mod:`workflows.cron_controls`, :mod:`workflows.cron_workflow`) build on it; workflow code,
+deterministic."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from temporalio import workflow
+
+import workflows.cronmath as cronmath
+import workflows.inbox as inbox
+from workflows.cron_rules import MAX_BACKLOG_RECORDS, NEXT_SLOTS, RECENT_SLOTS
+from workflows.job_rules import unnoted_cancellation
+from workflows.models import (
+    JOB_STATUS,
+    AuditAction,
+    ControlRequest,
+    CronReport,
+    CronState,
+    JobSpec,
+    JobStatus,
+    SlotOutcome,
+    SlotRecord,
+    SlotTime,
+    append_audit,
+)
+from workflows.uitext import audit_details, moment_text
+
+
+class CronCore:
+    spec: JobSpec
+    state: CronState
+    cron: cronmath.Cron
+    zone: ZoneInfo
+    event_budget: int
+    triggers: int  # manual runs requested and not yet started
+    controls_seen: int  # bumps on every control or report so a wait re-evaluates
+    cancelled: bool
+    cancel_noted: bool  # the cancel_requested signal recorded who and why
+    planned: tuple[datetime, datetime] | None  # (slot, fire time with jitter)
+    next_run_upserted: datetime | None
+    lean: bool  # set by run(): names.PATCH_LEAN_CRON
+    tracked: set[str]  # children of this run whose completion reports their end
+    slot_timer: tuple[datetime, asyncio.Task[None]] | None  # one per slot
+    cancel_sent: set[str]  # cancel_other: children this run asked to cancel
+
+    def _load_schedule(self) -> None:
+        assert self.spec.cron is not None
+        self.cron = cronmath.parse(self.spec.cron)
+        self.zone = cronmath.zone(self.spec.timezone)
+
+    def _next_slot(self, after: datetime) -> datetime | None:
+        """The next slot, or None when there is none (for display and for walking a backlog;
+        the run loop lets CronError through and fails the cron)."""
+        try:
+            return cronmath.next_slot(self.cron, self.zone, after)
+        except cronmath.CronError:
+            return None
+
+    def _skip_backlog(self, until: datetime, outcome: SlotOutcome, detail: str) -> None:
+        """Record the slots up to ``until`` that will not run (missed, or paused)."""
+        assert self.state.last_slot is not None
+        for _ in range(MAX_BACKLOG_RECORDS):
+            slot = self._next_slot(self.state.last_slot)
+            if slot is None or slot > until:
+                return
+            self.state.last_slot = slot
+            self._record(slot, outcome, detail=detail)
+        # A long outage of a frequent cron: jump ahead rather than walk every slot.
+        self.state.last_slot = until
+        self._record(until, outcome, detail=f"and more slots up to this time ({detail})")
+
+    def _slot_ended(self, job_id: str, status: JobStatus) -> bool:
+        """Record how a slot's job settled; True if it was still counted as running."""
+        running = self.state.running.pop(job_id, None) is not None
+        self.cancel_sent.discard(job_id)
+        for record in self.state.recent:
+            if record.job_id == job_id:
+                record.status = status
+        self._show()
+        return running
+
+    def _set_paused(self, paused: bool) -> None:
+        self.state.paused = paused
+        status = JobStatus.PAUSED if paused else JobStatus.SCHEDULED
+        workflow.upsert_search_attributes([JOB_STATUS.value_set(status.value)])
+        self.controls_seen += 1
+
+    def _resume(self) -> None:
+        self._skip_backlog(workflow.now(), "paused", "the cron was paused")
+        self.state.paused_until = None
+        self.planned = None
+        self._set_paused(False)
+
+    def _record(
+        self,
+        slot: datetime,
+        outcome: SlotOutcome,
+        job_id: str | None = None,
+        status: JobStatus | None = None,
+        detail: str = "",
+    ) -> None:
+        self.state.counts[outcome] = self.state.counts.get(outcome, 0) + 1
+        self.state.recent.append(
+            SlotRecord(slot=slot, outcome=outcome, job_id=job_id, status=status, detail=detail)
+        )
+        del self.state.recent[:-RECENT_SLOTS]
+
+    def _when(self, moment: datetime) -> str:
+        return moment_text(moment, self.spec.timezone)
+
+    def _show(self) -> None:
+        workflow.set_current_details(self.current_details())
+
+    def current_details(self) -> str:
+        """``**scheduled** · next slot ... · running: 1 · last slot ... ran (done) · ran 12``,
+        from state only, so replay rebuilds the same text."""
+        last_slot = self.state.last_slot or workflow.info().start_time
+        if self.cancelled:
+            parts = ["**cancelled**", "no further slots"]
+        elif self.state.paused:
+            until = self.state.paused_until
+            parts = ["**paused**", f"until {self._when(until)}" if until else "until resumed"]
+        else:
+            # The planned slot when there is one (no second cron computation per wait).
+            nxt = self.planned[0] if self.planned else self._next_slot(last_slot)
+            parts = ["**scheduled**", f"next slot {self._when(nxt) if nxt else 'none'}"]
+        if self.triggers:
+            parts.append(f"{self.triggers} manual run(s) queued")
+        if self.state.running:
+            parts.append(f"running: {len(self.state.running)}")
+        if self.state.buffered is not None:
+            parts.append(f"buffered: {self._when(self.state.buffered)}")
+        if self.state.recent:
+            last = self.state.recent[-1]
+            settled = f" ({last.status})" if last.status else ""
+            parts.append(f"last slot {self._when(last.slot)} {last.outcome}{settled}")
+        if self.state.counts:
+            parts.append(", ".join(f"{k} {v}" for k, v in sorted(self.state.counts.items())))
+        trail = audit_details(self.state.audit, self.spec.timezone)
+        return " · ".join(parts) + (f"\n\n{trail}" if trail else "")
+
+    def _audit(
+        self, action: AuditAction, request: ControlRequest | None, detail: str | None = None
+    ) -> None:
+        """Record an operator action in the cron's trail (carried across continue-as-new)."""
+        append_audit(self.state.audit, action, request, workflow.now(), detail)
+        self._show()
+
+    def _note_cancellation(self, detail: str | None) -> None:
+        request = unnoted_cancellation(self.cancel_noted)
+        if request is not None:
+            self._audit("cancel", request, detail)
+
+    def _reject(self, reason: str, raw: object = None) -> None:
+        """Record a dropped message in the audit trail (see workflows/inbox.py)."""
+        streak = inbox.record_rejection(
+            self.state.audit, workflow.now(), reason, inbox.actor_of(raw)
+        )
+        if streak == 1:
+            workflow.logger.warning("cron %s: %s", self.spec.id, reason)
+        self._show()
+
+    def report(self) -> CronReport:
+        """What the ``status`` query answers (and every control returns)."""
+        assert self.state.last_slot is not None
+        try:
+            upcoming = cronmath.upcoming(self.cron, self.zone, self.state.last_slot, NEXT_SLOTS)
+        except cronmath.CronError:  # the schedule ends (the run loop fails the cron)
+            upcoming = []
+        if self.cancelled:
+            status = JobStatus.CANCELLED
+        else:
+            status = JobStatus.PAUSED if self.state.paused else JobStatus.SCHEDULED
+        return CronReport(
+            job_id=self.spec.id,
+            name=self.spec.name,
+            handler=self.spec.handler,
+            status=status,
+            cron=self.cron.expression,
+            timezone=self.spec.timezone,
+            overlap=self.spec.overlap,
+            run_at=None if self.cancelled or not upcoming else upcoming[0],
+            paused_until=self.state.paused_until,
+            next_slots=[
+                SlotTime(local=local, utc=utc)
+                for local, utc in cronmath.slot_times(upcoming, self.zone)
+            ],
+            recent_slots=list(reversed(self.state.recent)),
+            running=sorted(self.state.running),
+            counts=dict(self.state.counts),
+            generation=self.state.generation,
+            audit=list(self.state.audit),
+        )

@@ -1,0 +1,119 @@
+"""The pure rules of ``JobWorkflow``: its retry policy and attempt budget, the search attributes
+a job starts with, what visibility lists, and how a round's attempt log is read back from the
+activity's final failure. No workflow state here; the workflow, the starters and the board all
+read these."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+
+from workflows.models import (
+    JOB_HANDLER,
+    JOB_NAME,
+    JOB_RUN_AT,
+    JOB_STATUS,
+    AttemptRecord,
+    ControlRequest,
+    HeartbeatState,
+    JobSpec,
+    JobStatus,
+)
+
+# Attempts lost before their handler started (a worker or the server died while the job
+# waited for run_at) cost the job nothing; Temporal's policy keeps this many in reserve.
+RESERVE_ATTEMPTS = 3
+# How long a dispatched attempt may wait in a busy worker for a free handler slot.
+HANDLER_SLOT_WAIT = timedelta(minutes=10)
+# Reaching the DLQ must not fail the job: keep trying, at most every 30 s.
+DLQ_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))
+# The cancel path's one look at the pending activity; a cancel never waits long for it.
+READ_LOG_TIMEOUT = timedelta(seconds=10)
+READ_LOG_RETRY = RetryPolicy(maximum_attempts=3)
+# A lost attempt's record, as attempts_from_failure closes one after a heartbeat timeout.
+LOST_LEASE = "lease lost: no heartbeat within the lease"
+LOST_LEASE_TYPE = "LeaseExpired"
+
+
+def start_search_attributes(spec: JobSpec, status: JobStatus) -> TypedSearchAttributes:
+    """The search attributes a job carries from its start (set by whoever starts it)."""
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(JOB_STATUS, status.value),
+        SearchAttributePair(JOB_NAME, spec.name),
+        SearchAttributePair(JOB_HANDLER, spec.handler),
+    ]
+    if spec.run_at is not None:
+        pairs.append(SearchAttributePair(JOB_RUN_AT, spec.run_at))
+    return TypedSearchAttributes(pairs)
+
+
+def retry_policy(spec: JobSpec, budget: int) -> RetryPolicy:
+    """Temporal drives the retries: the round's ``budget`` of attempts plus a few in reserve for
+    attempts lost before their handler started (the activity itself refuses to run the handler
+    more than ``max_attempts`` times). The activity supplies each jittered delay; these
+    intervals (the same formula without jitter) apply only when an attempt is lost."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=spec.backoff_base),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=spec.backoff_max),
+        maximum_attempts=budget + RESERVE_ATTEMPTS,
+    )
+
+
+def budget_of_policy(maximum_attempts: int) -> int | None:
+    """The round's attempt budget read back from a ``retry_policy`` it made (for readers with
+    no query: the board), or None when the policy is not one of ours."""
+    budget = maximum_attempts - RESERVE_ATTEMPTS
+    return budget if budget > 0 else None
+
+
+def attempt_allowance(spec: JobSpec) -> timedelta:
+    """Start-to-close of one attempt: waiting for run_at and for a free handler slot, then the
+    handler's own ``timeout`` (which the activity enforces)."""
+    return timedelta(seconds=spec.dispatch_lead + spec.timeout) + HANDLER_SLOT_WAIT
+
+
+def attempts_from_failure(err: ActivityError, now: datetime) -> list[AttemptRecord]:
+    """Recover the round's attempt log from the activity's final failure."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.details:
+        return HeartbeatState.model_validate(cause.details[0]).attempts
+    if isinstance(cause, ActivityTimeoutError) and cause.last_heartbeat_details:
+        state = HeartbeatState.model_validate(cause.last_heartbeat_details[0])
+        if cause.type == TimeoutType.HEARTBEAT:
+            state.close_dangling(now, LOST_LEASE, LOST_LEASE_TYPE)
+        else:
+            kind = cause.type.name if cause.type else "unknown"
+            state.close_dangling(now, f"attempt timed out ({kind})", "AttemptTimeout")
+        return state.attempts
+    return []
+
+
+def listed_status(status: JobStatus) -> JobStatus | None:
+    """What visibility's ``JobStatus`` says for a job in ``status`` (lean runs): only what a
+    listing filters on. Running is still ``scheduled`` there (Temporal's pending activity says
+    more); done and cancelled are not written (the execution status says them): None."""
+    if status in (JobStatus.DONE, JobStatus.CANCELLED):
+        return None
+    if status == JobStatus.RUNNING:
+        return JobStatus.SCHEDULED
+    return status
+
+
+def failure_message(err: ActivityError) -> str:
+    cause = err.cause
+    if isinstance(cause, ActivityTimeoutError) and cause.type is not None:
+        return f"{cause.type.name.lower().replace('_', '-')} timeout"
+    return str(cause or err)
+
+
+def unnoted_cancellation(already_noted: bool) -> ControlRequest | None:
+    """A cancellation that came without our ``cancel_requested`` signal first (e.g. ``temporal
+    workflow cancel --reason ...``): its reason, if any, as the trail's note. Workflow code."""
+    reason = workflow.cancellation_reason()
+    return ControlRequest(note=reason) if reason and not already_noted else None

@@ -1,0 +1,82 @@
+"""Every name this project gives something in Temporal, defined once.
+
+Workflow types, well-known workflow ids, activity names, signal / query / update names, search
+attributes, memo keys and patch ids are a contract: recorded histories, running workflows, the
+``temporal`` CLI, the Web UI and users' scripts all refer to them by these strings. Code on
+either side (workflows, activities, worker, client) imports them from here and never spells
+them again. Pure module: no Temporal imports, safe inside the workflow sandbox.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- workflow types -----------------------------------------------------------------------------
+JOB_WORKFLOW: Final = "JobWorkflow"
+CRON_WORKFLOW: Final = "CronJobWorkflow"
+DLQ_WORKFLOW: Final = "DeadLetterQueueWorkflow"
+REGISTRY_WORKFLOW: Final = "HandlerRegistryWorkflow"
+
+# -- well-known workflow ids (one of each per namespace) ------------------------------------------
+DLQ_WORKFLOW_ID: Final = "dead-letter-queue"
+REGISTRY_WORKFLOW_ID: Final = "handler-registry"
+
+# -- activities ----------------------------------------------------------------------------------
+RUN_JOB: Final = "run_job"
+PARK_IN_DLQ: Final = "park_in_dlq"
+REPORT_TO_DLQ: Final = "report_to_dlq"
+NOTIFY_DEAD_JOBS: Final = "notify_dead_jobs"
+READ_ATTEMPT_LOG: Final = "read_attempt_log"  # a local activity of JobWorkflow
+
+# -- signals -------------------------------------------------------------------------------------
+SIGNAL_CANCEL_REQUESTED: Final = "cancel_requested"  # job, cron
+SIGNAL_REQUEUE: Final = "requeue"  # job (no argument or a ControlRequest), DLQ (with a job id)
+SIGNAL_DISCARD: Final = "discard"  # job, DLQ
+SIGNAL_PARK: Final = "park"  # job -> DLQ: a DeadEntry
+SIGNAL_JOB_RELEASED: Final = "job_released"  # job -> DLQ: a ReleaseReport
+SIGNAL_SLOT_FINISHED: Final = "slot_finished"  # slot job -> cron (only when the slot parks)
+SIGNAL_PUBLISH: Final = "publish"  # worker -> handler registry (signal-with-start)
+
+# -- queries -------------------------------------------------------------------------------------
+QUERY_STATUS: Final = "status"  # job, cron
+QUERY_ENTRIES: Final = "entries"  # DLQ
+QUERY_LOG: Final = "log"  # DLQ
+QUERY_DLQ_STATE: Final = "state"  # DLQ: its whole DlqState
+QUERY_HANDLERS: Final = "handlers"  # handler registry
+
+# -- updates -------------------------------------------------------------------------------------
+UPDATE_PAUSE: Final = "pause"  # job, cron
+UPDATE_RESUME: Final = "resume"  # job, cron
+UPDATE_TRIGGER: Final = "trigger"  # job, cron
+UPDATE_SCHEDULE: Final = "update"  # cron: change its expression, zone or overlap
+
+# -- search attributes (registered by the dev stack, compose and every test environment) ---------
+SA_JOB_STATUS: Final = "JobStatus"  # Keyword
+SA_JOB_NAME: Final = "JobName"  # Keyword
+SA_JOB_HANDLER: Final = "JobHandler"  # Keyword
+SA_JOB_RUN_AT: Final = "JobRunAt"  # Datetime
+
+# -- memo keys -----------------------------------------------------------------------------------
+MEMO_SHAPE: Final = "shape"  # LEAN_SHAPE on jobs our starters and crons start
+MEMO_SCHEDULE: Final = "schedule"  # a cron's expression, zone and bounds, for listings
+MEMO_SLOT_END: Final = "slot_end"  # on a cron's slot jobs whose completion the cron reads
+MEMO_DLQ: Final = "dlq"  # a parked job's DeadEntry, so listings need no queries
+MEMO_REQUEST: Final = "request"  # fingerprint of the submission that created a job
+
+# -- memo values ---------------------------------------------------------------------------------
+LEAN_SHAPE: Final = "lean-status"
+SLOT_END_BY_COMPLETION: Final = "completion"
+
+# -- patch ids (workflow.patched): never renamed, never reused -----------------------------------
+PATCH_CANCEL_WINS: Final = "cancel-wins-over-a-finished-attempt"
+PATCH_LEAN_STATUS: Final = "lean-status"
+PATCH_LEAN_CRON: Final = "lean-cron-slot"
+
+# -- built-in handlers (every worker serves them; the client accepts them unpublished) -------
+HANDLER_LOG: Final = "log"
+HANDLER_HTTP_POST: Final = "http.post"
+HANDLER_DEMO_SLEEP: Final = "demo.sleep"
+BUILTIN_HANDLERS: Final = frozenset({HANDLER_LOG, HANDLER_HTTP_POST, HANDLER_DEMO_SLEEP})
+
+# -- task queue ----------------------------------------------------------------------------------
+DEFAULT_TASK_QUEUE: Final = "jobs"
