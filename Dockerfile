@@ -11,6 +11,7 @@ COPY pyproject.toml README.md worker.py ./
 COPY workflows ./workflows
 COPY activities ./activities
 COPY starter ./starter
+COPY connection ./connection
 RUN /opt/jobs/bin/pip install .
 
 FROM python:3.11-slim

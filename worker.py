@@ -53,14 +53,15 @@ from activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
 from activities.notify import notifier_from_env
 from activities.registry import HandlerRegistry, load_handlers
 from activities.run_job import DEFAULT_CANCEL_LATENCY, JobActivities
-from starter.client import connect, task_queue
-from starter.errors import SpecError
+from connection.client import connect, task_queue
+from connection.errors import SpecError
+from workflows import names
 from workflows.cron_workflow import CronJobWorkflow
 from workflows.dlq_workflow import DeadLetterQueueWorkflow
 from workflows.durations import parse_duration
 from workflows.job_workflow import JobWorkflow
 from workflows.live_attempts import read_attempt_log
-from workflows.models import REGISTRY_WORKFLOW_ID, WorkerHandlers
+from workflows.models import WorkerHandlers
 from workflows.registry_workflow import HandlerRegistryWorkflow
 
 log = logging.getLogger("jobs.worker")
@@ -72,6 +73,7 @@ PASSTHROUGH = (
     "pydantic_core",
     "annotated_types",
     "workflows.models",
+    "workflows.names",
     "workflows.backoff",
     "workflows.durations",
     "workflows.cronmath",
@@ -218,9 +220,9 @@ async def publish_handlers(
     await client.start_workflow(
         HandlerRegistryWorkflow.run,
         [],
-        id=REGISTRY_WORKFLOW_ID,
+        id=names.REGISTRY_WORKFLOW_ID,
         task_queue=settings.task_queue,
-        start_signal="publish",
+        start_signal=names.SIGNAL_PUBLISH,
         start_signal_args=[entry],
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )

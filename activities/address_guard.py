@@ -22,7 +22,7 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
 import httpx
 
-from activities.registry import PermanentError
+from activities.context import PermanentError
 
 ALLOWED_HOSTS_ENV = "JOBS_HTTP_ALLOWED_HOSTS"
 URL_SHAPE_ERROR = "payload.url must be an http(s) URL"

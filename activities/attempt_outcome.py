@@ -34,8 +34,8 @@ from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics
+from activities.context import JobContext, PermanentError
 from activities.failure_size import clip
-from activities.registry import JobContext, PermanentError
 from workflows.backoff import base_delay
 from workflows.models import AttemptRecord, HeartbeatState, RunJobInput
 

@@ -9,8 +9,9 @@ from typing import Any
 import httpx
 
 from activities.address_guard import URL_SHAPE_ERROR
+from activities.context import JobContext, PermanentError, handler
 from activities.http_post import post as guarded_post
-from activities.registry import JobContext, PermanentError, handler
+from workflows import names
 
 log = logging.getLogger("jobs.handlers")
 
@@ -26,7 +27,7 @@ class DemoFailure(Exception):
     """The failure ``demo.sleep`` raises on purpose."""
 
 
-@handler("demo.sleep")
+@handler(names.HANDLER_DEMO_SLEEP)
 async def demo_sleep(ctx: JobContext) -> dict[str, Any]:
     """Sleep ``seconds`` (default 1), reporting progress each second.
 
@@ -51,7 +52,7 @@ async def demo_sleep(ctx: JobContext) -> dict[str, Any]:
     return {"slept": seconds, "attempt": ctx.attempt}
 
 
-@handler("http.post")
+@handler(names.HANDLER_HTTP_POST)
 async def http_post(ctx: JobContext) -> dict[str, Any]:
     """POST ``json`` to ``url``; 2xx succeeds, 4xx (but 408/429) is permanent, the rest retries.
 
@@ -74,7 +75,7 @@ async def http_post(ctx: JobContext) -> dict[str, Any]:
     raise httpx.HTTPStatusError(summary, request=response.request, response=response)
 
 
-@handler("log")
+@handler(names.HANDLER_LOG)
 def log_payload(ctx: JobContext) -> dict[str, Any]:
     """Write the payload to the worker's log."""
     log.info("job %s (%s) attempt %d: %s", ctx.job_id, ctx.name, ctx.attempt, ctx.payload)

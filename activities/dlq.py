@@ -18,16 +18,15 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from activities.metrics import record_dead
 from activities.notify import Notifier
-from workflows.models import DLQ_WORKFLOW_ID, DeadEntry, DlqState, JobRelease
-
-DLQ_WORKFLOW = "DeadLetterQueueWorkflow"
+from workflows import names
+from workflows.models import DeadEntry, DlqState, JobRelease
 
 
 async def signal_dlq(signal: str, arg: Any) -> None:
     await activity.client().start_workflow(
-        DLQ_WORKFLOW,
+        names.DLQ_WORKFLOW,
         DlqState(),
-        id=DLQ_WORKFLOW_ID,
+        id=names.DLQ_WORKFLOW_ID,
         task_queue=activity.info().task_queue,
         start_signal=signal,
         start_signal_args=[arg],
@@ -35,23 +34,23 @@ async def signal_dlq(signal: str, arg: Any) -> None:
     )
 
 
-@activity.defn(name="park_in_dlq")
+@activity.defn(name=names.PARK_IN_DLQ)
 async def park_in_dlq(entry: DeadEntry) -> None:
     """Signal-with-start ``park`` on the DLQ."""
-    await signal_dlq("park", entry)
+    await signal_dlq(names.SIGNAL_PARK, entry)
 
 
-@activity.defn(name="report_to_dlq")
+@activity.defn(name=names.REPORT_TO_DLQ)
 async def report_to_dlq(release: JobRelease) -> None:
     """Tell the DLQ what a requeue or discard did to this job."""
-    await signal_dlq("job_released", release)
+    await signal_dlq(names.SIGNAL_JOB_RELEASED, release)
 
 
 class AlertActivities:
     def __init__(self, notifier: Notifier):
         self.notifier = notifier
 
-    @activity.defn(name="notify_dead_jobs")
+    @activity.defn(name=names.NOTIFY_DEAD_JOBS)
     async def notify_dead_jobs(self, entries: list[DeadEntry]) -> None:
         """Alert about a batch of parked jobs (and count them in ``jobs_dead``, once)."""
         if activity.info().attempt == 1:

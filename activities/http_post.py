@@ -36,7 +36,7 @@ from activities.address_guard import (
     check_url,
     literal_address,
 )
-from activities.registry import PermanentError
+from activities.context import PermanentError
 
 Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 

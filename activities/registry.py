@@ -13,88 +13,46 @@ A handler is a plain function or coroutine function taking one :class:`JobContex
 Synchronous handlers run in a worker thread so the lease keeps being renewed; they should
 check ``ctx.cancelled`` (or sleep with ``ctx.sleep``) to stop early when the job is cancelled
 or the attempt times out, because Python cannot kill a thread.
+
+The names above are defined in :mod:`activities.context` and re-exported here (this import
+path is the documented one). This module loads handler modules: the built-ins
+(:mod:`activities.builtin`) and the user's, by name, through the same loader.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 import os
-import threading
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, TypeAlias
 
-Handler: TypeAlias = Callable[["JobContext"], Any | Awaitable[Any]]
+from activities.context import (
+    Handler,
+    HandlerRegistry,
+    JobContext,
+    PermanentError,
+    handler,
+    registry,
+)
+
+__all__ = [
+    "BUILTIN_MODULES",
+    "HANDLER_MODULES_ENV",
+    "Handler",
+    "HandlerModuleError",
+    "HandlerRegistry",
+    "JobContext",
+    "PermanentError",
+    "handler",
+    "load_handlers",
+    "registry",
+]
 
 HANDLER_MODULES_ENV = "JOBS_HANDLER_MODULES"
+# Imported by name, like the user's modules: they import activities.context, never this module.
+BUILTIN_MODULES = ("activities.builtin",)
 
 
-class PermanentError(Exception):
-    """Raised by a handler when retrying cannot help: the job goes straight to the DLQ."""
-
-
-@dataclass
-class JobContext:
-    """Everything a handler knows about the attempt it is running."""
-
-    job_id: str
-    name: str
-    attempt: int  # 1-based, counted across requeues
-    max_attempts: int  # attempts in the current round
-    scheduled_at: datetime  # the job's run_at (a cron tick's slot)
-    idempotency_key: str  # stable across retries: use it to make side effects idempotent
-    payload: dict[str, Any]
-    worker: str
-    _report: Callable[[Any], None] = field(repr=False, default=lambda _: None)
-    _cancelled: threading.Event = field(repr=False, default_factory=threading.Event)
-
-    def report_progress(self, details: Any) -> None:
-        """Send JSON-serializable progress with the next heartbeat (shown by ``jobs status``)."""
-        self._report(details)
-
-    @property
-    def cancelled(self) -> bool:
-        """True once the job was cancelled or this attempt timed out or lost its lease."""
-        return self._cancelled.is_set()
-
-    def sleep(self, seconds: float) -> bool:
-        """Sleep in a sync handler; returns early with True if the attempt was cancelled."""
-        return self._cancelled.wait(seconds)
-
-
-class HandlerRegistry:
-    """Maps stable handler names to functions. Names are the contract; keep them stable."""
-
-    def __init__(self) -> None:
-        self._handlers: dict[str, Handler] = {}
-
-    def register(self, name: str) -> Callable[[Handler], Handler]:
-        """Decorator: ``@registry.register("email.send")``. Re-registering a name is an error."""
-
-        def add(fn: Handler) -> Handler:
-            existing = self._handlers.get(name)
-            if existing is not None and existing is not fn:
-                raise ValueError(f"handler {name!r} is already registered")
-            self._handlers[name] = fn
-            return fn
-
-        return add
-
-    def get(self, name: str) -> Handler | None:
-        return self._handlers.get(name)
-
-    def names(self) -> list[str]:
-        return sorted(self._handlers)
-
-    @staticmethod
-    def is_async(fn: Handler) -> bool:
-        return inspect.iscoroutinefunction(fn)
-
-
-registry = HandlerRegistry()
-handler = registry.register
+class HandlerModuleError(RuntimeError):
+    """A module named in JOBS_HANDLER_MODULES cannot be imported (a deployment mistake)."""
 
 
 def load_handlers(modules: str | None = None) -> HandlerRegistry:
@@ -103,7 +61,8 @@ def load_handlers(modules: str | None = None) -> HandlerRegistry:
     ``modules`` (comma-separated import paths) overrides the environment variable. Modules
     register their handlers on import with :func:`handler`.
     """
-    importlib.import_module("activities.builtin")
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
     names = modules if modules is not None else os.environ.get(HANDLER_MODULES_ENV, "")
     for module in filter(None, (part.strip() for part in names.split(","))):
         try:
@@ -113,7 +72,3 @@ def load_handlers(modules: str | None = None) -> HandlerRegistry:
                 f"{HANDLER_MODULES_ENV}: cannot import {module!r}: {err}"
             ) from err
     return registry
-
-
-class HandlerModuleError(RuntimeError):
-    """A module named in JOBS_HANDLER_MODULES cannot be imported (a deployment mistake)."""

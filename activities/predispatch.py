@@ -1,0 +1,179 @@
+"""Pre-dispatch: an attempt that reaches its worker before the job's run_at waits there.
+
+A job reaches a worker up to its ``dispatch_lead`` (30 s) before run_at (each job at its own
+moment, so a herd due in one second costs the server its work spread over half a minute). The
+attempt then waits in the worker, heartbeating, until run_at by the server's clock
+(:class:`ServerClock`: its start time as the server stamped it, plus local monotonic time),
+checks once that the job was not paused or cancelled meanwhile (:func:`still_wanted`), and
+starts the handler on time. An attempt lost while it was only waiting costs no attempt.
+
+An attempt that only waits sends no heartbeat when its lease covers the wait
+(:func:`lease_covers`: the default 30 s lead in a 60 s lease), else beats at the SDK's own
+cadence; a cancel then is caught by its check before run_at. While the server is silent
+(:class:`ServerLiveness`) no handler starts: its outcome could not be recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from datetime import datetime, timedelta
+from typing import Literal
+
+from temporalio import activity
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client
+
+from workflows.models import JOB_STATUS, HeartbeatState, JobStatus, RunJobResult
+
+log = logging.getLogger("jobs.run_job")
+# The SDK sends heartbeats at most every this fraction of the heartbeat timeout (the lease).
+SDK_THROTTLE = 0.8
+# A pre-dispatched attempt checks, this many seconds before run_at (plus a random spread so a
+# herd does not check at once), that the job still wants to run. Pause refuses to act later
+# than CONTROL_CUTOFF before run_at (see JobWorkflow), so the check always sees it.
+GO_CHECK_AHEAD = 3.0
+GO_CHECK_SPREAD = 6.0
+GO_CHECK_TIMEOUT = 10.0
+# The worker pings the server this often; a handler due to start when the last good answer is
+# older than LIVENESS_WINDOW waits for the server (see ServerLiveness).
+LIVENESS_PING = 0.25
+LIVENESS_WINDOW = 1.0
+
+Verdict = Literal["withdrawn", "cancelled", "handed_over"]
+
+
+class ServerClock:
+    """The server's time as this attempt knows it: the start the server stamped on the attempt,
+    advanced by local monotonic time (immune to the worker's wall clock)."""
+
+    def __init__(self, started: datetime):
+        self.started = started
+        self.origin = time.monotonic()
+
+    def now(self) -> datetime:
+        return self.started + timedelta(seconds=time.monotonic() - self.origin)
+
+
+def lease_covers(wait: float, lease: float) -> bool:
+    """Whether an attempt's lease holds, without any heartbeat, through a wait of ``wait``
+    seconds from the attempt's start: the handler's start beats at once when it ends
+    (``heartbeat_durably``), and the check before run_at may take GO_CHECK_TIMEOUT."""
+    return wait + GO_CHECK_TIMEOUT <= lease * SDK_THROTTLE
+
+
+async def sleep_heartbeating(seconds: float, state: HeartbeatState, lease: float | None) -> None:
+    """Wait, holding the lease at the SDK's default cadence (no handler runs: no cancel to
+    hurry, and no heartbeat beyond what the lease needs); ``lease`` None: the lease covers
+    the whole wait (:func:`lease_covers`), so no heartbeat at all."""
+    if lease is None:
+        await asyncio.sleep(max(seconds, 0.0))
+        return
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        await asyncio.sleep(min(left, lease * SDK_THROTTLE))
+        activity.heartbeat(state)
+
+
+class ServerLiveness:
+    """Whether the server answered lately: one cheap health check per worker per LIVENESS_PING,
+    whatever the number of jobs. A dispatched job does not start its handler while the server
+    is silent, since its outcome could not be recorded and the job would run again."""
+
+    def __init__(self) -> None:
+        self.last_ok = time.monotonic()
+        self.task: asyncio.Task[None] | None = None
+
+    def watch(self, client: Client) -> None:
+        if self.task is None:
+            self.task = asyncio.create_task(self._ping(client), name="server-liveness")
+
+    async def _ping(self, client: Client) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.service_client.check_health(), LIVENESS_PING * 4)
+                self.last_ok = time.monotonic()
+            await asyncio.sleep(LIVENESS_PING)
+
+    def silent(self) -> bool:
+        return time.monotonic() - self.last_ok > LIVENESS_WINDOW
+
+    async def wait_until_heard(self) -> None:
+        while self.silent():
+            await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+
+async def wait_for_run_at(
+    run_at: datetime,
+    clock: ServerClock,
+    state: HeartbeatState,
+    lease: float,
+    liveness: ServerLiveness,
+) -> RunJobResult | None:
+    """Wait (heartbeating) until run_at; a result instead if the job no longer wants to run."""
+    # A wait the lease covers sends no heartbeat: the handler's start sends the first.
+    beat = None if lease_covers((run_at - clock.started).total_seconds(), lease) else lease
+    try:
+        ahead = GO_CHECK_AHEAD + random.uniform(0, GO_CHECK_SPREAD)
+        until_check = (run_at - clock.now()).total_seconds() - ahead
+        if until_check > 0:
+            await sleep_heartbeating(until_check, state, beat)
+            verdict = await still_wanted()
+            if verdict is not None:
+                return RunJobResult(attempts=state.attempts, **{verdict: True})
+        await sleep_heartbeating((run_at - clock.now()).total_seconds(), state, beat)
+        if liveness.silent():  # the server went quiet: start only once it hears us
+            log.warning(
+                "job %s: server silent at run_at; waiting for it", activity.info().workflow_id
+            )
+            await liveness.wait_until_heard()
+            verdict = await still_wanted()  # it may have moved on meanwhile
+            if verdict is not None:
+                return RunJobResult(attempts=state.attempts, **{verdict: True})
+    except asyncio.CancelledError:
+        details = activity.cancellation_details()
+        if details is not None and details.cancel_requested:
+            return RunJobResult(attempts=state.attempts, cancelled=True)
+        if details is not None and details.worker_shutdown:
+            return RunJobResult(attempts=state.attempts, handed_over=True)
+        raise
+    return None
+
+
+async def still_wanted() -> Verdict | None:
+    """One look at the job before run_at: paused or cancelled meanwhile, or is this attempt
+    no longer the current one? (Cancellation also arrives through heartbeats, but a waiting
+    attempt beats only every 80% of the lease.) A cancel shows as this attempt's
+    CANCEL_REQUESTED state; a pause as the job's PAUSED status. While the server cannot be
+    reached the handler does not start: its outcome could not be recorded, and the server
+    would run it again."""
+    info = activity.info()
+    assert info.workflow_id is not None
+    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    delay = 0.5
+    while True:
+        try:
+            desc = await asyncio.wait_for(handle.describe(), GO_CHECK_TIMEOUT)
+            break
+        except Exception as err:  # unreachable or overloaded: ask again
+            log.warning("job %s: pre-start check failed (%s); retrying", info.workflow_id, err)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+    mine = [p for p in desc.raw_description.pending_activities if p.activity_id == info.activity_id]
+    if not mine or mine[0].attempt != info.attempt:
+        # The server moved on (it timed this attempt out while it could not hear from us):
+        # another attempt runs the job; this one must not. Nothing it returns is recorded.
+        return "handed_over"
+    if mine[0].state == PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED:
+        return "cancelled"
+    if desc.typed_search_attributes.get(JOB_STATUS) == JobStatus.PAUSED:
+        return "withdrawn"
+    return None
