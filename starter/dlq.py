@@ -24,17 +24,13 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
-from starter.operations import (
-    check_note,
-    describe,
-    encode_token,
-    readable_token,
-    require_open,
-    temporal_errors,
-)
+from starter.operations.controls import require_open
+from starter.operations.pagetokens import encode_token, readable_token
+from starter.operations.readback import describe
+from starter.operations.rpc import temporal_errors
+from starter.operations.validation import check_note
+from workflows import names
 from workflows.models import (
-    DLQ_MEMO_KEY,
-    DLQ_WORKFLOW_ID,
     HANDLER_PATTERN,
     JOB_HANDLER,
     JOB_NAME,
@@ -45,19 +41,24 @@ from workflows.models import (
 )
 
 Action = Literal["requeue", "discard"]
+# The signal each action sends to a dead job (and the batch operation sends to every one).
+SIGNAL_OF: dict[Action, str] = {"requeue": names.SIGNAL_REQUEUE, "discard": names.SIGNAL_DISCARD}
 BATCH_TIMEOUT = 120.0
 
 
 def dead_query(handler: str | None = None) -> str:
     """Jobs parked and waiting for a human (discarded ones are closed, hence excluded)."""
-    query = 'WorkflowType = "JobWorkflow" AND JobStatus = "dead" AND ExecutionStatus = "Running"'
+    query = (
+        f'WorkflowType = "{names.JOB_WORKFLOW}" AND {names.SA_JOB_STATUS} = "dead" '
+        'AND ExecutionStatus = "Running"'
+    )
     if handler is not None:
         # Only a well-formed handler name goes into the query: nothing can be injected.
         if not re.fullmatch(HANDLER_PATTERN, handler):
             raise SpecError(
                 [("handler", "must be 1-200 characters of letters, digits and . _ : -")]
             )
-        query += f' AND JobHandler = "{handler}"'
+        query += f' AND {names.SA_JOB_HANDLER} = "{handler}"'
     return query
 
 
@@ -82,8 +83,8 @@ async def list_dead(
         await it.fetch_next_page(page_size=limit)
         for wf in it.current_page or []:
             memo = await wf.memo()
-            if DLQ_MEMO_KEY in memo:
-                entries.append(DeadEntry.model_validate(memo[DLQ_MEMO_KEY]))
+            if names.MEMO_DLQ in memo:
+                entries.append(DeadEntry.model_validate(memo[names.MEMO_DLQ]))
             else:  # parked a moment ago; the memo lands with the same workflow task
                 attrs = wf.typed_search_attributes
                 entries.append(
@@ -103,7 +104,7 @@ async def _query_dlq(client: Client, query: str, limit: int, result_type: type) 
     """Query the DLQ workflow; nothing parked yet (no DLQ workflow) reads as empty."""
     try:
         async with temporal_errors():
-            return await client.get_workflow_handle(DLQ_WORKFLOW_ID).query(
+            return await client.get_workflow_handle(names.DLQ_WORKFLOW_ID).query(
                 query, limit, result_type=result_type
             )
     except RPCError as err:
@@ -114,13 +115,13 @@ async def _query_dlq(client: Client, query: str, limit: int, result_type: type) 
 
 async def recent_entries(client: Client, limit: int = 1000) -> list[DeadEntry]:
     """The DLQ workflow's own index of recently parked jobs (``entries`` query)."""
-    entries: list[DeadEntry] = await _query_dlq(client, "entries", limit, list[DeadEntry])
+    entries: list[DeadEntry] = await _query_dlq(client, names.QUERY_ENTRIES, limit, list[DeadEntry])
     return entries
 
 
 async def audit_log(client: Client, limit: int = 100) -> list[DlqLogLine]:
     """The DLQ's log of parks, requeues, discards, ignored requests and alerts (``log`` query)."""
-    lines: list[DlqLogLine] = await _query_dlq(client, "log", limit, list[DlqLogLine])
+    lines: list[DlqLogLine] = await _query_dlq(client, names.QUERY_LOG, limit, list[DlqLogLine])
     return lines
 
 
@@ -147,7 +148,7 @@ async def release(
         raise InvalidTransition(f"cannot {action}: job {job_id!r} is {status}, not dead")
     async with temporal_errors(job_id):
         # Straight to the job (which reports to the DLQ): one hop fewer than via the DLQ.
-        await handle.signal(action, *([request] if request else []))
+        await handle.signal(SIGNAL_OF[action], *([request] if request else []))
 
 
 async def release_all(
@@ -178,7 +179,7 @@ async def release_all(
                 job_id=batch_id,
                 reason=f"jobs dlq {action} --all" + (f" --handler {handler}" if handler else ""),
                 signal_operation=BatchOperationSignal(
-                    signal=action, identity=client.identity, input=signal_input
+                    signal=SIGNAL_OF[action], identity=client.identity, input=signal_input
                 ),
             )
         )

@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from connection.errors import JobsError, SpecError, TemporalUnavailable
 
-
-class JobsError(Exception):
-    """Base class; ``exit_code`` is what the CLI exits with."""
-
-    exit_code = 1
-
-
-class SpecError(JobsError):
-    """Invalid input. ``problems`` lists (field, reason), one per problem."""
-
-    exit_code = 2
-
-    def __init__(self, problems: list[tuple[str, str]]):
-        self.problems = problems
-        super().__init__("; ".join(f"{field}: {reason}" for field, reason in problems))
-
-    @classmethod
-    def from_validation(cls, err: ValidationError) -> SpecError:
-        problems = []
-        for item in err.errors():
-            field = ".".join(str(part) for part in item["loc"])
-            field = field or str((item.get("ctx") or {}).get("fields", "spec"))
-            reason = item["msg"].removeprefix("Value error, ")
-            problems.append((field, reason))
-        return cls(problems)
+__all__ = [
+    "InvalidTransition",
+    "JobExists",
+    "JobNotFound",
+    "JobsError",
+    "SpecError",
+    "TemporalUnavailable",
+]
 
 
 class JobNotFound(JobsError):
@@ -43,7 +26,3 @@ class InvalidTransition(JobsError):
     """The job is not in a state where this control applies (e.g. trigger a finished job)."""
 
     exit_code = 5
-
-
-class TemporalUnavailable(JobsError):
-    exit_code = 6

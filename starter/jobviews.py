@@ -22,8 +22,9 @@ from temporalio.client import (
     WorkflowHistoryEventFilterType,
 )
 
-from workflows.cron_workflow import CRON_MEMO_KEY, next_run_from_memo
-from workflows.job_workflow import RUN_JOB, budget_of_policy
+from workflows import names
+from workflows.cron_rules import next_run_from_memo
+from workflows.job_rules import budget_of_policy
 from workflows.jobstatus import (
     AttemptFacts,
     Execution,
@@ -35,8 +36,6 @@ from workflows.jobstatus import (
 )
 from workflows.models import JOB_RUN_AT, JOB_STATUS, HeartbeatState, JobReport, JobStatus
 
-JOB_WORKFLOW = "JobWorkflow"
-CRON_WORKFLOW = "CronJobWorkflow"
 # Statuses whose jobs are still open: visibility cannot tell them apart, describe does.
 IN_FLIGHT = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.RETRYING)
 T = TypeVar("T")
@@ -54,13 +53,13 @@ def execution(status: WorkflowExecutionStatus | None) -> Execution:
 
 
 def kind_of(workflow_type: str | None) -> Literal["job", "cron"]:
-    return "cron" if workflow_type == CRON_WORKFLOW else "job"
+    return "cron" if workflow_type == names.CRON_WORKFLOW else "job"
 
 
 def run_job_activity(desc: WorkflowExecutionDescription) -> PendingActivityInfo | None:
     """The pending ``run_job`` activity (not the DLQ's bookkeeping activities)."""
     for activity in desc.raw_description.pending_activities:
-        if activity.activity_type.name == RUN_JOB:
+        if activity.activity_type.name == names.RUN_JOB:
             return activity
     return None
 
@@ -155,7 +154,7 @@ async def next_run(wf: WorkflowExecution, now: datetime) -> datetime | None:
     if kind_of(wf.workflow_type) != "cron" or wf.status != WorkflowExecutionStatus.RUNNING:
         return run_at
     memo = await wf.memo()
-    return next_run_from_memo(memo.get(CRON_MEMO_KEY), now) or run_at
+    return next_run_from_memo(memo.get(names.MEMO_SCHEDULE), now) or run_at
 
 
 def visible_facts(wf: WorkflowExecution) -> Facts:

@@ -1,6 +1,6 @@
 """A short demo: a few jobs, one flaky and one poison, watched until they settle.
 
-Run it against a running stack with ``python -m starter.demo`` (``jobs dev --demo`` runs it
+Run it against a running stack with ``python -m starter.dev.demo`` (``jobs dev --demo`` runs it
 for you once the stack is up).
 """
 
@@ -13,9 +13,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.registry import load_handlers
+from connection.client import connect
 from starter import operations
-from starter.client import connect
 from starter.errors import JobExists
 from workflows.models import JobReport, JobStatus
 
@@ -68,7 +67,9 @@ SETTLED = {JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED}
 async def run_demo(client: Client, watch_seconds: float = 90.0) -> list[str]:
     """Schedule the demo jobs and print each status change until they settle."""
     stamp = datetime.now(UTC).strftime("%H%M%S")
-    handlers = load_handlers().names()
+    # Handler names as the workers published them to the handler registry (the same check
+    # as `jobs schedule` and the API; the demo imports no handler module).
+    handlers = await operations.known_handlers(client)
     ids = []
     for key, job in DEMO_JOBS:
         try:

@@ -30,8 +30,8 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from starter import board as job_board
-from starter.api_errors import error_response
+from starter.api.errors import error_response
+from starter.board.routes import PUBLIC_PATHS as BOARD_PATHS
 from starter.errors import SpecError
 
 Scope = MutableMapping[str, Any]
@@ -48,7 +48,7 @@ ANONYMOUS = "anonymous"  # the actor when the API runs without tokens (loopback 
 ACTOR_KEY = "jobs.actor"  # where Guard leaves the caller's name in the ASGI scope
 TOKEN_NAME_RE = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 MAX_BODY_BYTES = 320 * 1024  # the 256 KiB payload limit plus room for the rest of the spec
-PUBLIC_PATHS = {"/healthz", *job_board.PUBLIC_PATHS}  # the board page and assets hold no data
+PUBLIC_PATHS = {"/healthz", *BOARD_PATHS}  # the board page and assets hold no data
 CODEC_PREFIX = "/codec/"
 CODEC_MAX_BODY_BYTES = 4 * 1024 * 1024  # a history event's payloads, base64 in JSON
 CORS_ENV = "JOBS_CODEC_CORS_ORIGINS"

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.api.common.v1 import Payload, Payloads
 
 from starter import strictjson
-from starter.api_errors import UnsupportedMediaType
+from starter.api.errors import UnsupportedMediaType
 from starter.errors import SpecError
 from workflows.models import MAX_NOTE, OffsetDatetime, Overlap
 

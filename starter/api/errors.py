@@ -20,7 +20,7 @@ router's own 404/405, and a client that went away mid-body. None carries a stack
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -29,9 +29,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
-from starlette.routing import Match, Route
+from starlette.routing import Match
 
-from starter.codec import DecryptionError
+from connection.codec import DecryptionError
 from starter.errors import (
     InvalidTransition,
     JobExists,
@@ -68,6 +68,9 @@ KINDS: dict[int, ErrorKind] = {
     422: "invalid",
     503: "unavailable",
 }
+
+
+METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")  # what Allow may name
 
 
 class FieldProblem(BaseModel):
@@ -109,13 +112,15 @@ def error_response(
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves on this path (Starlette's ``Allow`` names only the
-    first route that matched the path: ``PUT /jobs`` would say ``POST`` alone)."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        serves = isinstance(route, Route) and route.methods
-        if serves and route.matches(request.scope)[0] != Match.NONE:
-            methods |= route.methods or set()
-    return sorted(methods)
+    first route that matched the path: ``PUT /jobs`` would say ``POST`` alone). Each method
+    is tried against the routes, included routers' too (FastAPI matches those lazily)."""
+    routes = request.app.router.routes
+
+    def served(method: str) -> bool:
+        scope = {**request.scope, "method": method}
+        return any(route.matches(scope)[0] == Match.FULL for route in routes)
+
+    return [method for method in METHODS if served(method)]
 
 
 def invalid(field: str, reason: str) -> JSONResponse:
@@ -134,62 +139,74 @@ def documented_body(*codes: int) -> dict[int | str, dict[str, Any]]:
     return documented(*codes, 403, 413, 415, 422)
 
 
+async def jobs_error(request: Request, err: JobsError) -> JSONResponse:
+    status, kind = ERRORS.get(type(err), (500, "internal"))
+    if isinstance(err, SpecError):
+        problems = [FieldProblem(field=f, reason=r) for f, r in err.problems]
+        return error_response(status, kind, problems)
+    return error_response(status, kind, str(err))
+
+
+async def request_error(request: Request, err: RequestValidationError) -> JSONResponse:
+    problems = [
+        FieldProblem(
+            field=".".join(
+                str(part) for part in item["loc"] if part not in ("query", "path", "body")
+            )
+            or "request",
+            reason=str(item["msg"]),
+        )
+        for item in err.errors()
+    ]
+    return error_response(422, "invalid", problems)
+
+
+async def http_error(request: Request, err: HTTPException) -> JSONResponse:
+    """The router's 404 (no such route) and 405 (``Allow`` kept), and any other."""
+    status = err.status_code
+    kind = KINDS.get(status, "bad_request" if status < 500 else "internal")
+    detail = err.detail if isinstance(err.detail, str) else "refused"
+    path = request.url.path[:200]
+    if status == 404 and detail == "Not Found":
+        detail = f"no route {path!r}"
+    headers = dict(err.headers or {})
+    if status == 405:
+        allowed = allowed_methods(request)
+        headers["Allow"] = ", ".join(allowed) or headers.get("Allow", "")
+        if detail == "Method Not Allowed":
+            detail = (
+                f"{request.method[:20]} is not allowed on {path!r}; allowed: {headers['Allow']}"
+            )
+    return error_response(status, kind, detail, headers=headers)
+
+
+async def media_type(request: Request, err: UnsupportedMediaType) -> JSONResponse:
+    return error_response(415, "unsupported_media_type", str(err))
+
+
+async def disconnected(request: Request, err: ClientDisconnect) -> JSONResponse:
+    """The client closed the connection before its whole body arrived: nobody will read
+    the answer, and nothing was done; no traceback, no 500."""
+    log.info("%s %s: client went away mid-body", request.method, request.url.path)
+    return error_response(400, "bad_request", "the connection closed before the whole body")
+
+
+async def unexpected(request: Request, err: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return error_response(500, "internal", "internal error; the API log has the details")
+
+
+HANDLERS: list[tuple[type[Exception], Callable[[Request, Any], Awaitable[JSONResponse]]]] = [
+    (JobsError, jobs_error),
+    (RequestValidationError, request_error),
+    (HTTPException, http_error),
+    (UnsupportedMediaType, media_type),
+    (ClientDisconnect, disconnected),
+    (Exception, unexpected),
+]
+
+
 def install(app: FastAPI) -> None:
     """Give every refusal the ``{"error", "detail"}`` shape."""
-
-    @app.exception_handler(JobsError)
-    async def jobs_error(request: Request, err: JobsError) -> JSONResponse:
-        status, kind = ERRORS.get(type(err), (500, "internal"))
-        if isinstance(err, SpecError):
-            problems = [FieldProblem(field=f, reason=r) for f, r in err.problems]
-            return error_response(status, kind, problems)
-        return error_response(status, kind, str(err))
-
-    @app.exception_handler(RequestValidationError)
-    async def request_error(request: Request, err: RequestValidationError) -> JSONResponse:
-        problems = [
-            FieldProblem(
-                field=".".join(
-                    str(part) for part in item["loc"] if part not in ("query", "path", "body")
-                )
-                or "request",
-                reason=str(item["msg"]),
-            )
-            for item in err.errors()
-        ]
-        return error_response(422, "invalid", problems)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, err: HTTPException) -> JSONResponse:
-        """The router's 404 (no such route) and 405 (``Allow`` kept), and any other."""
-        status = err.status_code
-        kind = KINDS.get(status, "bad_request" if status < 500 else "internal")
-        detail = err.detail if isinstance(err.detail, str) else "refused"
-        path = request.url.path[:200]
-        if status == 404 and detail == "Not Found":
-            detail = f"no route {path!r}"
-        headers = dict(err.headers or {})
-        if status == 405:
-            allowed = allowed_methods(request)
-            headers["Allow"] = ", ".join(allowed) or headers.get("Allow", "")
-            if detail == "Method Not Allowed":
-                detail = (
-                    f"{request.method[:20]} is not allowed on {path!r}; allowed: {headers['Allow']}"
-                )
-        return error_response(status, kind, detail, headers=headers)
-
-    @app.exception_handler(UnsupportedMediaType)
-    async def media_type(request: Request, err: UnsupportedMediaType) -> JSONResponse:
-        return error_response(415, "unsupported_media_type", str(err))
-
-    @app.exception_handler(ClientDisconnect)
-    async def disconnected(request: Request, err: ClientDisconnect) -> JSONResponse:
-        """The client closed the connection before its whole body arrived: nobody will read
-        the answer, and nothing was done; no traceback, no 500."""
-        log.info("%s %s: client went away mid-body", request.method, request.url.path)
-        return error_response(400, "bad_request", "the connection closed before the whole body")
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, err: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal", "internal error; the API log has the details")
+    for kind, handler in HANDLERS:
+        app.add_exception_handler(kind, handler)

@@ -31,26 +31,50 @@ with a token to continue.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal
 
+from pydantic import BaseModel, Field
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter import jobviews
-from starter.operations import (
-    CRON_WORKFLOW,
-    JOB_WORKFLOW,
-    JobPage,
-    JobRow,
-    encode_token,
-    readable_token,
-    temporal_errors,
-)
+from starter.errors import SpecError
+from starter.operations.pagetokens import encode_token, readable_token
+from starter.operations.rpc import temporal_errors
+from workflows import names
 from workflows.jobstatus import job_time, public_status
 from workflows.models import JOB_HANDLER, JOB_NAME, JobStatus
 
 SCAN_LIMIT = 1000
 DESCRIBE_CONCURRENCY = 8
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# The visibility query's names (workflow types, search attributes), spelled once.
+_JOB = names.JOB_WORKFLOW
+_CRON = names.CRON_WORKFLOW
+_STATUS = names.SA_JOB_STATUS
+_RUN_AT = names.SA_JOB_RUN_AT
+
+
+class JobRow(BaseModel):
+    """One line of ``jobs list``: the visibility row, an open job's status refined by
+    describe."""
+
+    job_id: str
+    kind: Literal["job", "cron"]
+    name: str | None
+    handler: str | None
+    status: str | None = Field(description="the public status (workflows/jobstatus.py)")
+    detail: str | None = None
+    run_at: datetime | None = Field(
+        None, description="the job's time: when it runs; a closed job's never after it closed"
+    )
+    closed_at: datetime | None = None
+    workflow_status: str | None
+
+
+class JobPage(BaseModel):
+    jobs: list[JobRow]
+    next_page_token: str | None = None
 
 
 def _iso(moment: datetime) -> str:
@@ -59,12 +83,9 @@ def _iso(moment: datetime) -> str:
 
 def status_query(status: JobStatus | None, now: datetime) -> str:
     """The visibility query for the candidates of ``status`` (every job when None)."""
-    base = (
-        f'WorkflowType IN ("{JOB_WORKFLOW}", "{CRON_WORKFLOW}") '
-        'AND ExecutionStatus != "ContinuedAsNew"'
-    )
+    base = f'WorkflowType IN ("{_JOB}", "{_CRON}") AND ExecutionStatus != "ContinuedAsNew"'
     opened = 'ExecutionStatus = "Running"'
-    job = f'WorkflowType = "{JOB_WORKFLOW}"'
+    job = f'WorkflowType = "{_JOB}"'
     at = _iso(now)
     match status:
         case None | JobStatus.CANCELLING:
@@ -74,33 +95,44 @@ def status_query(status: JobStatus | None, now: datetime) -> str:
         case JobStatus.CANCELLED:
             extra = 'ExecutionStatus IN ("Canceled", "Terminated")'
         case JobStatus.DISCARDED:
-            extra = 'ExecutionStatus = "Failed" AND JobStatus IN ("discarded", "dead")'
+            extra = f'ExecutionStatus = "Failed" AND {_STATUS} IN ("discarded", "dead")'
         case JobStatus.DEAD:
             extra = (
-                f'(({opened} AND JobStatus = "dead") OR (ExecutionStatus IN ("Failed", '
-                '"TimedOut") AND (JobStatus IS NULL OR JobStatus NOT IN ("discarded", "dead"))))'
+                f'(({opened} AND {_STATUS} = "dead") OR (ExecutionStatus IN ("Failed", '
+                f'"TimedOut") AND ({_STATUS} IS NULL OR {_STATUS} NOT IN ("discarded", "dead"))))'
             )
         case JobStatus.PAUSED:
-            extra = f'{opened} AND JobStatus = "paused"'
+            extra = f'{opened} AND {_STATUS} = "paused"'
         case JobStatus.SCHEDULED:
             extra = (
-                f'{opened} AND ((WorkflowType = "{CRON_WORKFLOW}" AND (JobStatus IS NULL OR '
-                'JobStatus != "paused")) OR '
-                f'({job} AND JobStatus IN ("scheduled", "running") AND JobRunAt > "{at}"))'
+                f'{opened} AND ((WorkflowType = "{_CRON}" AND ({_STATUS} IS NULL OR '
+                f'{_STATUS} != "paused")) OR '
+                f'({job} AND {_STATUS} IN ("scheduled", "running") AND {_RUN_AT} > "{at}"))'
             )
         case _:  # pending, running, retrying
             extra = (
-                f'{opened} AND {job} AND JobStatus IN ("scheduled", "running") '
-                f'AND (JobRunAt <= "{at}" OR JobStatus = "running")'
+                f'{opened} AND {job} AND {_STATUS} IN ("scheduled", "running") '
+                f'AND ({_RUN_AT} <= "{at}" OR {_STATUS} = "running")'
             )
     return f"{base} AND {extra}" if extra else base
+
+
+def listed_status(status: str | None) -> JobStatus | None:
+    """The status a listing filters on; a typed refusal (not a ValueError) for an unknown one."""
+    if status is None:
+        return None
+    try:
+        return JobStatus(status)
+    except ValueError:
+        known = ", ".join(s.value for s in JobStatus)
+        raise SpecError([("status", f"unknown status {status[:40]!r}; one of: {known}")]) from None
 
 
 async def list_jobs(
     client: Client, status: str | None = None, limit: int = 50, page_token: str | None = None
 ) -> JobPage:
     """A page of jobs and crons whose public status is ``status`` (any when None)."""
-    wanted = JobStatus(status) if status is not None else None
+    wanted = listed_status(status)
     now = datetime.now(UTC)
     query = status_query(wanted, now)
     rows: list[JobRow] = []

@@ -2,6 +2,9 @@
 
 The Temporal dev server keeps its state in ``<state dir>/temporal.db``, so a second
 ``jobs dev`` on the same directory finds every job still there. Ctrl-C stops everything.
+
+It runs a worker in this process, so it imports the worker side (``worker``): with
+:mod:`starter.dev.launch`, the only client-side module allowed to.
 """
 
 from __future__ import annotations
@@ -11,11 +14,10 @@ import os
 import signal
 from pathlib import Path
 
-from activities.registry import load_handlers
+from connection.client import connect
 from starter.api import server as api_server
-from starter.client import connect
-from starter.demo import run_demo
-from starter.devserver import DevServer
+from starter.dev.demo import run_demo
+from starter.dev.devserver import DevServer
 from worker import WorkerSettings, build_worker, metrics_runtime, publish_handlers
 
 
@@ -33,14 +35,13 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     settings = WorkerSettings()
-    registry = load_handlers(settings.handler_modules)
     # With JOBS_METRICS_PORT the worker's client records into a Prometheus runtime.
     runtime = metrics_runtime(settings)
     if runtime is not None:
         client = await connect(server.address, "default", runtime=runtime)
-    job_worker = build_worker(client, settings, registry)
+    job_worker = build_worker(client, settings)  # loads JOBS_HANDLER_MODULES
     worker = job_worker.worker
-    await publish_handlers(client, settings, registry)
+    await publish_handlers(client, settings, job_worker.activities.registry)
     http = api_server("127.0.0.1", api_port, embedded=True)
     api_task = asyncio.create_task(http.serve())
     try:

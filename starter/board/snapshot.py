@@ -1,70 +1,28 @@
-"""The live job board: ``GET /`` serves one page (plain HTML, CSS and JS shipped in
-``starter/board_static``, no CDN, no build step) that polls ``GET /board`` about once a second.
-
-Every card's status is the one rule's (:mod:`workflows.jobstatus`), computed here: the browser
-shows what the API computed. One refresh never lists every workflow. Each column is one
-visibility count plus one page of its 50 newest workflows (the count is skipped when that page
-is the whole column), on the queries ``jobs list --status`` uses (:mod:`starter.listing`);
-``now`` is the API's clock:
-
-=============  ===========================================================================
-scheduled      open crons, open jobs with ``JobRunAt`` after now, and paused jobs (from
-               visibility alone: a job triggered early shows here until described)
-pending        in flight: open jobs with ``JobRunAt`` at or before now; ``describe`` of the
-running        50 newest (8 at a time) sorts them into pending, running and retrying (a
-retrying       cancelling job stays in its column, with its status saying so, until it settles)
-dead           open and ``dead`` (parked; the card comes from the DLQ entry in the memo),
-               and runs that ended failed (they cannot be requeued)
-done           ``Completed`` (the newest closed first)
-cancelled      ``Canceled``, ``Terminated`` and discarded runs
-=============  ===========================================================================
-
-Visibility cannot tell pending, running and retrying apart, so those counts are exact only
-when every in-flight job was described (``exact: false`` otherwise: each count is then a
-lower bound, out of ``in_flight``).
-
-Successive refreshes within ``JOBS_BOARD_TTL`` seconds (default 1) share one snapshot,
-so ten open tabs cost the server what one does. The event log is derived in the browser by
-diffing successive snapshots (``board.js``), only for the cards shown.
-"""
+"""One board snapshot (see :mod:`starter.board` for what each column holds) and the cache
+that lets concurrent refreshes share it."""
 
 from __future__ import annotations
 
 import asyncio
-import gzip
 import os
 import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, Response
-from pydantic import BaseModel, Field
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter import jobviews
-from starter.errors import JobNotFound
-from starter.listing import EPOCH, status_query
+from starter.board.models import COLUMN_OF, COLUMNS, Board, BoardColumn, Card, Column, Cost
 from starter.operations import temporal_errors
+from starter.operations.listing import EPOCH, status_query
+from workflows import names
 from workflows.jobstatus import Facts, current_attempt, job_time, public_status
-from workflows.models import (
-    DLQ_MEMO_KEY,
-    JOB_HANDLER,
-    JOB_NAME,
-    JOB_RUN_AT,
-    DeadEntry,
-    JobStatus,
-)
+from workflows.models import JOB_HANDLER, JOB_NAME, JOB_RUN_AT, DeadEntry, JobStatus
 
-STATIC = Path(__file__).resolve().parent / "board_static"
-ASSETS = {"board.js": "text/javascript", "board.css": "text/css"}
-# No data in these: the page and its assets load without a token; /board itself needs one.
-PUBLIC_PATHS = {"/", *(f"/board/{name}" for name in ASSETS)}
 UI_URL_ENV = "JOBS_UI_URL"
 DEFAULT_UI_URL = "http://localhost:8233"
 TTL_ENV = "JOBS_BOARD_TTL"
@@ -72,87 +30,8 @@ DEFAULT_TTL = 1.0
 CARDS = 50  # per column
 DESCRIBE_CONCURRENCY = 8
 MAX_ERROR = 300
-NO_CACHE = {"Cache-Control": "no-cache"}
 ROUND_ID = re.compile(r"^round-(\d+)")
-
-Column = Literal["scheduled", "pending", "running", "retrying", "dead", "done", "cancelled"]
-COLUMNS: tuple[Column, ...] = (
-    "scheduled",
-    "pending",
-    "running",
-    "retrying",
-    "dead",
-    "done",
-    "cancelled",
-)
-# The column of each public status (a cancelling job stays where it is until it settles).
-COLUMN_OF: dict[JobStatus, Column] = {
-    JobStatus.SCHEDULED: "scheduled",
-    JobStatus.PAUSED: "scheduled",
-    JobStatus.PENDING: "pending",
-    JobStatus.RUNNING: "running",
-    JobStatus.RETRYING: "retrying",
-    JobStatus.DEAD: "dead",
-    JobStatus.DONE: "done",
-    JobStatus.CANCELLED: "cancelled",
-    JobStatus.DISCARDED: "cancelled",
-}
 T = TypeVar("T")
-
-
-class Card(BaseModel):
-    """One job on the board. Absent fields are unknown or do not apply to its column."""
-
-    job_id: str
-    kind: Literal["job", "cron"]
-    name: str
-    handler: str
-    status: JobStatus = Field(description="the public status (workflows/jobstatus.py)")
-    detail: str | None = Field(None, description="what the status rule adds, if anything")
-    run_at: datetime | None = Field(
-        None, description="the job's time: when it runs; a closed job's never after it closed"
-    )
-    started_at: datetime | None = Field(None, description="when the workflow started")
-    closed_at: datetime | None = None
-    attempt: int | None = Field(None, description="the attempt running or due next (from 1)")
-    attempt_label: str | None = Field(None, description='e.g. "attempt 2 of 4"')
-    attempts: int | None = Field(None, description="dead: attempts made in all (from 1)")
-    round: int | None = None
-    next_attempt_at: datetime | None = None
-    last_heartbeat_at: datetime | None = None
-    lease: float | None = Field(None, description="heartbeat timeout, seconds")
-    heartbeat_late: bool = False
-    worker: str | None = None
-    progress: Any = None
-    cancelling: bool = Field(False, description="status is cancelling: not settled yet")
-    cancel_within: float | None = Field(
-        None, description="cancelling: reaches the running handler within this (seconds)"
-    )
-    last_error: str | None = None
-    parked_at: datetime | None = None
-
-
-class BoardColumn(BaseModel):
-    count: int
-    exact: bool = True
-    cards: list[Card]
-
-
-class Cost(BaseModel):
-    rpcs: int = Field(description="Temporal RPCs this snapshot took")
-    described: int
-    ms: float
-    cached: bool = False
-
-
-class Board(BaseModel):
-    at: datetime = Field(description="the snapshot's time (the API's clock)")
-    namespace: str
-    web_ui: str = Field(description="Temporal Web UI base: cards link to web_ui/namespaces/...")
-    limit: int
-    in_flight: int = Field(description="jobs due and open (pending+running+retrying+cancelling)")
-    columns: dict[Column, BoardColumn]
-    cost: Cost
 
 
 def queries(now: datetime) -> dict[str, str]:
@@ -267,8 +146,8 @@ class Snapshot:
     async def dead(self, wf: WorkflowExecution) -> Card:
         card = self.visible(wf)
         memo = await wf.memo()  # decoded locally: no RPC
-        if DLQ_MEMO_KEY in memo:
-            entry = DeadEntry.model_validate(memo[DLQ_MEMO_KEY])
+        if names.MEMO_DLQ in memo:
+            entry = DeadEntry.model_validate(memo[names.MEMO_DLQ])
             card = card.model_copy(
                 update={
                     "attempts": entry.attempts,
@@ -372,29 +251,3 @@ class BoardCache:
 def board_ttl() -> float:
     raw = os.environ.get(TTL_ENV)
     return float(raw) if raw else DEFAULT_TTL
-
-
-def install(app: FastAPI, client: Callable[[], Awaitable[Client]]) -> None:
-    """Add ``GET /`` (the page), ``GET /board/{asset}`` and ``GET /board`` (the data)."""
-    cache = BoardCache(client, board_ttl())
-
-    @app.get("/", include_in_schema=False)
-    async def page() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html", headers=NO_CACHE)
-
-    @app.get("/board", response_model=Board, response_model_exclude_none=True)
-    async def board(request: Request) -> Response:
-        """The job board: per column a count and the 50 newest cards (see the README)."""
-        snapshot = await cache.get()
-        body = snapshot.model_dump_json(exclude_none=True, exclude_defaults=False).encode()
-        headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
-        if "gzip" in request.headers.get("accept-encoding", "") and len(body) > 1024:
-            headers["Content-Encoding"] = "gzip"
-            body = gzip.compress(body, compresslevel=5)
-        return Response(body, media_type="application/json", headers=headers)
-
-    @app.get("/board/{asset}", include_in_schema=False)
-    async def asset(asset: str) -> FileResponse:
-        if asset not in ASSETS:
-            raise JobNotFound(f"no board asset {asset!r}")
-        return FileResponse(STATIC / asset, media_type=ASSETS[asset], headers=NO_CACHE)

@@ -23,8 +23,8 @@ from typing import IO
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
-from starter.binaries import temporal_cli
-from starter.client import connect
+from connection.client import connect
+from starter.dev.binaries import temporal_cli
 from workflows.models import SEARCH_ATTRIBUTES
 
 PR_SET_PDEATHSIG = 1

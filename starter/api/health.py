@@ -1,0 +1,32 @@
+"""``GET /healthz``: whether Temporal is reachable (public: no token needed)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from starter.api.deps import Temporal
+
+router = APIRouter()
+
+
+class Health(BaseModel):
+    temporal: Literal["ok", "unreachable"]
+    detail: str = ""
+
+
+@router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+async def healthz(backend: Temporal) -> Any:
+    """Whether Temporal is reachable (no token needed)."""
+    try:
+        client = await backend.client()
+        await asyncio.wait_for(client.service_client.check_health(), 5)
+    except Exception as err:  # any failure here means "not reachable"
+        return JSONResponse(
+            Health(temporal="unreachable", detail=str(err)[:200]).model_dump(), status_code=503
+        )
+    return Health(temporal="ok")

@@ -1,0 +1,131 @@
+"""``/jobs``: schedule, list, read and control jobs (one-shots and crons alike)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+
+from connection import tracing
+from starter import operations
+from starter.api.bodies import (
+    NoteBody,
+    PauseBody,
+    body_schema,
+    control_body,
+    read_control,
+    read_object,
+)
+from starter.api.deps import NOTE_QUERY, Actor, Released, State, Temporal
+from starter.api.errors import documented, documented_body
+from workflows.jobstatus import JobView
+from workflows.models import CronReport, JobReport, JobSpec, JobStatus
+
+router = APIRouter()
+CONTROL = documented_body(404, 409)
+
+
+@router.post(
+    "/jobs",
+    response_model=operations.Scheduled,
+    status_code=201,
+    responses={
+        200: {"model": operations.Scheduled, "description": "identical request: the existing job"},
+        **documented_body(409),
+    },
+    openapi_extra=body_schema(JobSpec),
+)
+async def create_job(request: Request, state: State) -> Any:
+    """Schedule a one-shot (run_at or delay) or a cron job."""
+    data = await read_object(request)
+    now = datetime.now(UTC)
+    checked = operations.submission(data, now)  # parsed once; 422 even with Temporal down
+    backend = state.backend
+    with tracing.schedule_span(data, carrier=request.headers) as span:  # the trace's root
+        client = await backend.client()
+        scheduled = await operations.schedule(
+            client, checked, await backend.handlers(), now=now, task_queue=state.task_queue
+        )
+        span.scheduled(scheduled)
+    if not scheduled.created:
+        return JSONResponse(scheduled.model_dump(mode="json"), status_code=200)
+    return scheduled
+
+
+@router.get("/jobs", response_model=operations.JobPage, responses=documented(422))
+async def list_jobs(
+    backend: Temporal,
+    status: JobStatus | None = None,
+    limit: int = Query(50, ge=1, le=1000),
+    page_token: str | None = None,
+) -> operations.JobPage:
+    """Jobs and crons in a status (the one `GET /jobs/{id}` shows), newest first by
+    the job's time; paged."""
+    return await operations.list_jobs(
+        await backend.client(), status.value if status else None, limit, page_token
+    )
+
+
+@router.get("/jobs/{job_id}", response_model=JobView | CronReport, responses=documented(404))
+async def get_job(job_id: str, backend: Temporal) -> JobView | JobReport | CronReport:
+    """Status and attempt history (crons: next slots and recent slots)."""
+    return await operations.status(await backend.client(), job_id)
+
+
+@router.delete(
+    "/jobs/{job_id}",
+    response_model=Released,
+    status_code=202,
+    responses=CONTROL,
+    openapi_extra=control_body(NoteBody),
+)
+async def cancel_job(
+    job_id: str, request: Request, backend: Temporal, actor: Actor, note: str | None = NOTE_QUERY
+) -> Released:
+    """Cancel a job (a running attempt is cancelled through its heartbeat) or a cron."""
+    body = await read_control(request, NoteBody, note)
+    await operations.cancel(await backend.client(), job_id, body.note, actor)
+    return Released(job_id=job_id, action="cancel")
+
+
+@router.post(
+    "/jobs/{job_id}/trigger",
+    response_model=JobReport | CronReport,
+    responses=CONTROL,
+    openapi_extra=control_body(NoteBody),
+)
+async def trigger_job(
+    job_id: str, request: Request, backend: Temporal, actor: Actor, note: str | None = NOTE_QUERY
+) -> JobReport | CronReport:
+    """Run a waiting job now; a cron runs one extra slot now."""
+    body = await read_control(request, NoteBody, note)
+    return await operations.trigger(await backend.client(), job_id, body.note, actor)
+
+
+@router.post(
+    "/jobs/{job_id}/pause",
+    response_model=JobReport | CronReport,
+    responses=CONTROL,
+    openapi_extra=control_body(PauseBody),
+)
+async def pause_job(
+    job_id: str, request: Request, backend: Temporal, actor: Actor, note: str | None = NOTE_QUERY
+) -> JobReport | CronReport:
+    """Hold a waiting job or a cron, optionally until a time."""
+    body = await read_control(request, PauseBody, note)
+    return await operations.pause(await backend.client(), job_id, body.until, body.note, actor)
+
+
+@router.post(
+    "/jobs/{job_id}/resume",
+    response_model=JobReport | CronReport,
+    responses=CONTROL,
+    openapi_extra=control_body(NoteBody),
+)
+async def resume_job(
+    job_id: str, request: Request, backend: Temporal, actor: Actor, note: str | None = NOTE_QUERY
+) -> JobReport | CronReport:
+    body = await read_control(request, NoteBody, note)
+    return await operations.resume(await backend.client(), job_id, body.note, actor)

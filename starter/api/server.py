@@ -1,0 +1,46 @@
+"""Serving the API with uvicorn (``jobs api``, ``jobs dev``): the binding rule and the server."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from collections.abc import Iterator, Mapping
+
+import uvicorn
+
+from starter.api.app import create_app
+from starter.api.guards import TOKEN_ENV, load_allowed_hosts, load_tokens
+from starter.errors import SpecError
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(host: str, token: str | Mapping[str, str] | None) -> None:
+    """Anything but loopback needs a token (``JOBS_API_TOKEN`` or ``JOBS_API_TOKENS``):
+    refuse to start otherwise."""
+    if not is_loopback(host) and not token:
+        raise SpecError([("host", f"binding to {host} needs {TOKEN_ENV} set (a bearer token)")])
+
+
+class EmbeddedServer(uvicorn.Server):
+    """uvicorn inside a process that owns its signals (``jobs dev``): stop with should_exit."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def server(host: str, port: int, embedded: bool = False) -> uvicorn.Server:
+    """A uvicorn server for the API; refuses a non-loopback host without a token."""
+    tokens = load_tokens()
+    check_binding(host, tokens)
+    app = create_app(tokens=tokens, allowed_hosts=load_allowed_hosts(bind=host))
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    return EmbeddedServer(config) if embedded else uvicorn.Server(config)

@@ -1,0 +1,90 @@
+"""Job operations on a Temporal client: one code path for the CLI, the HTTP API and scripts.
+
+Each function raises the typed errors of :mod:`starter.errors`, never raw SDK errors, so
+callers map them to exit codes or HTTP statuses without knowing Temporal. By concern:
+
+- :mod:`.validation`: every check of what a caller sends (a spec is parsed once per request:
+  :func:`submission`; notes, pause times, cron changes, job ids)
+- :mod:`.handlers`: the handler names a job may use (what workers published)
+- :mod:`.starting`: :func:`schedule` / :func:`start`
+- :mod:`.readback`: :func:`describe`, :func:`status`
+- :mod:`.listing`: :func:`list_jobs` (``jobs list`` / ``GET /jobs``)
+- :mod:`.pagetokens`: visibility page tokens as checked text
+- :mod:`.controls`: pause, resume, trigger, update, cancel
+- :mod:`.cronpreview`: the next slots of an expression
+- :mod:`.rpc`: Temporal's failures as typed errors
+
+This package's namespace is its public surface: ``from starter import operations;
+operations.schedule(...)``.
+"""
+
+from __future__ import annotations
+
+from starter.operations.controls import (
+    CONTROL_TIMEOUT,
+    cancel,
+    cancel_requested,
+    pause,
+    require_open,
+    resume,
+    trigger,
+    update_cron,
+)
+from starter.operations.cronpreview import preview_cron
+from starter.operations.handlers import ALLOWED_HANDLERS_ENV, known_handlers
+from starter.operations.listing import JobPage, JobRow, list_jobs
+from starter.operations.pagetokens import decode_token, encode_token, readable_token
+from starter.operations.readback import Report, describe, status
+from starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
+from starter.operations.starting import MIN_DISPATCH_LEAD, Scheduled, schedule, start
+from starter.operations.validation import (
+    Submission,
+    check_handler,
+    check_not_reserved,
+    check_note,
+    control_request,
+    cron_update,
+    fingerprint,
+    pause_request,
+    submission,
+    validate_spec,
+)
+
+__all__ = [
+    "ALLOWED_HANDLERS_ENV",
+    "CONTROL_TIMEOUT",
+    "MIN_DISPATCH_LEAD",
+    "QUERY_TIMEOUT",
+    "JobPage",
+    "JobRow",
+    "Report",
+    "Scheduled",
+    "Submission",
+    "cancel",
+    "cancel_requested",
+    "check_handler",
+    "check_not_reserved",
+    "check_note",
+    "control_request",
+    "cron_update",
+    "decode_token",
+    "describe",
+    "encode_token",
+    "fingerprint",
+    "known_handlers",
+    "list_jobs",
+    "pause",
+    "pause_request",
+    "preview_cron",
+    "readable_token",
+    "require_open",
+    "resume",
+    "schedule",
+    "start",
+    "status",
+    "submission",
+    "temporal_errors",
+    "trigger",
+    "update_cron",
+    "validate_spec",
+]

@@ -1,0 +1,147 @@
+"""Controls of a job or cron: pause, resume, trigger, update (updates), cancel (a signal and
+the cancellation). Requeue and discard of a dead job live in :mod:`starter.dlq`.
+
+A control is checked (:mod:`.validation`) before anything is sent, refused on a closed job with
+its final status, and answered with the workflow's report once a worker processed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from starter import jobviews
+from starter.errors import InvalidTransition, TemporalUnavailable
+from starter.operations.readback import Report, describe
+from starter.operations.rpc import temporal_errors
+from starter.operations.validation import (
+    check_not_reserved,
+    check_note,
+    control_request,
+    pause_request,
+)
+from workflows import names
+from workflows.jobstatus import Facts, public_status
+from workflows.models import JOB_STATUS, ControlRequest, CronReport, CronUpdate, JobReport
+
+# How long a control waits for a worker to process it before telling the user why.
+CONTROL_TIMEOUT = 30.0
+T = TypeVar("T")
+
+cancel_requested = jobviews.cancel_requested
+
+
+async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -> T:
+    """Run an update; a rejected or unprocessable one becomes a clear InvalidTransition."""
+    try:
+        async with temporal_errors(job_id):
+            return await asyncio.wait_for(call(), CONTROL_TIMEOUT)
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        raise InvalidTransition(reason) from err
+    except RPCError as err:  # the job closed between our describe and the update
+        if "completed" in err.message.lower():
+            raise InvalidTransition(f"cannot {action}: job {job_id!r} has finished") from err
+        raise
+    except TimeoutError as err:
+        raise TemporalUnavailable(
+            f"no worker processed {action} within {CONTROL_TIMEOUT:g}s; is `jobs worker` running?"
+        ) from err
+
+
+def require_open(job_id: str, action: str, desc: WorkflowExecutionDescription) -> None:
+    """A closed job answers no control: say so instead of letting the RPC fail obscurely."""
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        facts = Facts(
+            execution=jobviews.execution(desc.status),
+            attribute=desc.typed_search_attributes.get(JOB_STATUS),
+            kind=jobviews.kind_of(desc.workflow_type),
+        )
+        state = public_status(facts, datetime.now(UTC)).status
+        raise InvalidTransition(f"cannot {action}: job {job_id!r} has finished ({state})")
+
+
+async def _update(client: Client, job_id: str, name: str, arg: BaseModel | None = None) -> Report:
+    """Send the update ``name`` (its name is the action's) to a job or cron."""
+    handle, desc = await describe(client, job_id)
+    require_open(job_id, name, desc)
+    is_cron = desc.workflow_type == names.CRON_WORKFLOW
+    if name == names.UPDATE_SCHEDULE and not is_cron:
+        raise InvalidTransition(f"cannot update: job {job_id!r} is not a cron job")
+    result_type = CronReport if is_cron else JobReport
+    args = [arg] if arg is not None else []
+    return await _control(
+        job_id, name, lambda: handle.execute_update(name, args=args, result_type=result_type)
+    )
+
+
+async def pause(
+    client: Client,
+    job_id: str,
+    until: datetime | str | None = None,
+    note: str | None = None,
+    actor: str | None = None,
+) -> Report:
+    """Hold a job; ``until`` (ISO-8601 text or an aware datetime) is checked against the date
+    range with this machine's clock, like ``run_at``."""
+    check_not_reserved(job_id)
+    return await _update(client, job_id, names.UPDATE_PAUSE, pause_request(until, note, actor))
+
+
+async def resume(
+    client: Client, job_id: str, note: str | None = None, actor: str | None = None
+) -> Report:
+    return await _update(client, job_id, names.UPDATE_RESUME, control_request(note, actor))
+
+
+async def trigger(
+    client: Client, job_id: str, note: str | None = None, actor: str | None = None
+) -> Report:
+    return await _update(client, job_id, names.UPDATE_TRIGGER, control_request(note, actor))
+
+
+async def update_cron(
+    client: Client,
+    job_id: str,
+    change: CronUpdate,
+    note: str | None = None,
+    actor: str | None = None,
+) -> Report:
+    """Change a cron's expression, zone or overlap policy (validated by the workflow)."""
+    if note is not None or actor is not None:
+        change = change.model_copy(update={"note": check_note(note), "actor": actor})
+    return await _update(client, job_id, names.UPDATE_SCHEDULE, change)
+
+
+async def cancel(
+    client: Client, job_id: str, note: str | None = None, actor: str | None = None
+) -> None:
+    """Request cancellation; a running attempt is cancelled through its heartbeat (within
+    ``JOBS_CANCEL_LATENCY`` of its worker, 10 s by default). Until the job settles its status
+    is ``cancelling``.
+
+    The ``cancel_requested`` signal goes first, so the job's audit trail has who and why
+    (recorded at the server's time) before the cancellation reaches it; like the
+    cancellation itself it needs no worker to be accepted."""
+    request = ControlRequest(actor=actor, note=check_note(note))
+    handle, desc = await describe(client, job_id)
+    require_open(job_id, "cancel", desc)
+    if cancel_requested(desc):
+        return  # already on its way: the first cancel's who and why stand
+    async with temporal_errors(job_id):
+        await handle.signal(names.SIGNAL_CANCEL_REQUESTED, request)
+        why = f": {request.note}" if request.note else ""
+        await handle.cancel(reason=f"cancelled by {request.actor or 'unknown'}{why}")

@@ -1,0 +1,130 @@
+"""Reading a job back: its handle and description, and its status report.
+
+The report's status is the one rule's (:mod:`workflows.jobstatus`) from what describe says
+(:mod:`starter.jobviews` reads it), whether or not a worker answers the ``status`` query.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
+from temporalio.service import RPCError
+
+from starter import jobviews
+from starter.errors import JobNotFound, TemporalUnavailable
+from starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
+from starter.operations.validation import check_not_reserved
+from workflows import names
+from workflows.jobstatus import JobView, public_status
+from workflows.models import (
+    JOB_HANDLER,
+    JOB_NAME,
+    JOB_RUN_AT,
+    JOB_STATUS,
+    CronReport,
+    JobReport,
+    JobSpec,
+    JobStatus,
+)
+
+Report = JobView | JobReport | CronReport
+# History length once the first workflow task completed: started, task scheduled/started/completed.
+FIRST_TASK_DONE = 4
+
+
+async def describe(
+    client: Client, job_id: str
+) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
+    """The job's handle and description; anything but a job or cron workflow is no job."""
+    check_not_reserved(job_id)
+    handle = client.get_workflow_handle(job_id)
+    async with temporal_errors(job_id):
+        desc = await handle.describe()
+    if desc.workflow_type not in (names.JOB_WORKFLOW, names.CRON_WORKFLOW):
+        raise JobNotFound(f"no job with id {job_id!r} (a {desc.workflow_type} workflow)")
+    return handle, desc
+
+
+async def status(client: Client, job_id: str) -> Report:
+    """The job's state: the workflow's ``status`` query, with the status computed by the one
+    rule (:mod:`workflows.jobstatus`) from what describe says.
+
+    Works without a worker and before a delayed job's first task: then the report is built
+    from the start event and the search attributes instead of the query.
+    """
+    handle, desc = await describe(client, job_id)
+    beat = await jobviews.heartbeat(client, desc)
+    async with temporal_errors(job_id):
+        facts = await jobviews.described_facts(client, desc, beat)
+    if desc.workflow_type == names.CRON_WORKFLOW:
+        async with temporal_errors(job_id):
+            cron: CronReport = await handle.query(
+                names.QUERY_STATUS, result_type=CronReport, rpc_timeout=QUERY_TIMEOUT
+            )
+        verdict = public_status(facts, datetime.now(UTC))
+        return cron.model_copy(update={"status": verdict.status})
+    report = await _queried_report(handle, desc)
+    if report is None:
+        report = await _report_from_start(client, handle, desc)
+    return jobviews.job_view(report, facts, desc, beat, datetime.now(UTC))
+
+
+async def _queried_report(
+    handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription
+) -> JobReport | None:
+    """The job's ``status`` query; None before its first workflow task completes (a delayed
+    job sleeping on start_delay cannot answer: its start event already says everything) or
+    with no worker answering."""
+    if desc.raw_description.workflow_execution_info.history_length < FIRST_TASK_DONE:
+        return None
+    try:
+        async with temporal_errors(handle.id):
+            report: JobReport = await handle.query(
+                names.QUERY_STATUS, result_type=JobReport, rpc_timeout=QUERY_TIMEOUT
+            )
+    except (WorkflowQueryFailedError, WorkflowQueryRejectedError, RPCError, TemporalUnavailable):
+        return None
+    return report
+
+
+async def _report_from_start(
+    client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription
+) -> JobReport:
+    attrs = desc.typed_search_attributes
+    status = JobStatus(attrs.get(JOB_STATUS) or JobStatus.SCHEDULED)
+    async with temporal_errors(handle.id):
+        async for event in handle.fetch_history_events():
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            try:
+                [spec] = await client.data_converter.decode(payloads, [JobSpec])
+            except Exception:  # a hand-made start with an input that is no job spec
+                name = attrs.get(JOB_NAME) or handle.id
+                return JobReport(
+                    job_id=handle.id,
+                    name=name,
+                    handler=attrs.get(JOB_HANDLER) or "",
+                    status=status,
+                    run_at=attrs.get(JOB_RUN_AT),
+                    max_attempts=1,
+                    idempotency_key=handle.id,
+                )
+            break
+        else:
+            raise JobNotFound(f"job {handle.id!r} has no history")
+    return JobReport(
+        job_id=spec.id,
+        name=spec.name,
+        handler=spec.handler,
+        status=status,
+        run_at=spec.run_at,
+        max_attempts=spec.max_attempts,
+        idempotency_key=spec.key,
+    )

@@ -1,0 +1,33 @@
+"""Temporal's failures as the typed errors of :mod:`starter.errors`, and how long a read waits.
+
+Every operation runs its RPCs inside :func:`temporal_errors`, so callers (CLI exit codes, HTTP
+statuses) never see a raw SDK error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.errors import JobNotFound, SpecError, TemporalUnavailable
+
+QUERY_TIMEOUT = timedelta(seconds=10)
+
+
+@asynccontextmanager
+async def temporal_errors(job_id: str | None = None) -> AsyncIterator[None]:
+    """Translate SDK failures into :mod:`starter.errors`."""
+    try:
+        yield
+    except RPCError as err:
+        refused = err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT)
+        if refused and job_id is not None:
+            raise JobNotFound(f"no job with id {job_id!r}") from err
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:  # a malformed query or token
+            raise SpecError([("request", err.message)]) from err
+        if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+            raise TemporalUnavailable(f"Temporal is unreachable: {err.message}") from err
+        raise

@@ -1,0 +1,136 @@
+"""Starting jobs: a one-shot as a delayed ``JobWorkflow``, a cron as a ``CronJobWorkflow``.
+
+:func:`schedule` is the one entry for callers holding a submission (parsed once by
+:func:`~.validation.submission`); :func:`start` starts an already validated spec.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from connection.client import task_queue as default_task_queue
+from starter.errors import JobExists
+from starter.operations.handlers import known_handlers
+from starter.operations.rpc import temporal_errors
+from starter.operations.validation import Submission, check_handler, submission
+from workflows import cronmath, names
+from workflows.cron_rules import cron_details, cron_memo, cron_search_attributes, cron_summary
+from workflows.job_rules import start_search_attributes
+from workflows.models import JOB_RUN_AT, CronInput, JobSpec, JobStatus
+from workflows.uitext import job_details, job_summary
+
+MIN_DISPATCH_LEAD = 15.0  # seconds; jobs wake between this and their dispatch_lead early
+
+
+class Scheduled(BaseModel):
+    """The answer to a schedule: the job's id and its next run (``created`` False when an
+    identical request had already created it)."""
+
+    job_id: str
+    next_run_at: datetime | None
+    created: bool = True
+
+
+async def schedule(
+    client: Client,
+    data: dict[str, Any] | JobSpec | Submission,
+    handlers: Iterable[str] | None = None,
+    now: datetime | None = None,
+    task_queue: str | None = None,
+) -> Scheduled:
+    """Validate and start a job. Nothing starts if anything is wrong.
+
+    ``data`` is what the caller sent, or the :class:`~.validation.Submission` it already
+    parsed (then it is not parsed again). ``handlers`` defaults to
+    :func:`~.handlers.known_handlers`. ``now`` (default: this machine's clock) anchors
+    ``delay``; tests pass the server's time. ``task_queue`` None is ``JOBS_TASK_QUEUE``. See
+    :func:`start` for ids and retries.
+    """
+    now = now or datetime.now(UTC)
+    checked = submission(data, now)  # every spec problem, before asking the server anything
+    known = handlers if handlers is not None else await known_handlers(client)
+    check_handler(checked.spec.handler, known)
+    return await start(client, checked.spec, now, checked.request, task_queue)
+
+
+async def start(
+    client: Client,
+    spec: JobSpec,
+    now: datetime,
+    request: str | None = None,
+    task_queue: str | None = None,
+) -> Scheduled:
+    """Start an already validated spec (see :func:`~.validation.validate_spec`).
+
+    One-shots start with ``start_delay`` so they cost the server nothing until due. Job ids
+    are unique for good. Sending the same request (same ``request`` fingerprint) again
+    answers with the existing job (``created=False``); a different one with a taken id
+    raises JobExists. ``task_queue`` None is ``JOBS_TASK_QUEUE``.
+    """
+    memo: dict[str, Any] = {names.MEMO_SHAPE: names.LEAN_SHAPE}
+    if request:
+        memo[names.MEMO_REQUEST] = request
+    queue = task_queue or default_task_queue()
+    async with temporal_errors():
+        try:
+            if spec.cron is not None:
+                return await _start_cron(client, spec, now, memo, queue)
+            await _start_job(client, spec, now, memo, queue)
+        except WorkflowAlreadyStartedError as err:
+            existing = await client.get_workflow_handle(spec.id).describe()
+            if request and (await existing.memo()).get(names.MEMO_REQUEST) == request:
+                run_at = existing.typed_search_attributes.get(JOB_RUN_AT)
+                return Scheduled(job_id=spec.id, next_run_at=run_at, created=False)
+            raise JobExists(f"a job with id {spec.id!r} already exists") from err
+    return Scheduled(job_id=spec.id, next_run_at=spec.run_at)
+
+
+async def _start_cron(
+    client: Client, spec: JobSpec, now: datetime, memo: dict[str, Any], queue: str
+) -> Scheduled:
+    assert spec.cron is not None
+    first = cronmath.next_slot(cronmath.parse(spec.cron), cronmath.zone(spec.timezone), now)
+    await client.start_workflow(
+        names.CRON_WORKFLOW,
+        CronInput(spec=spec),
+        id=spec.id,
+        task_queue=queue,
+        memo={**memo, names.MEMO_SCHEDULE: cron_memo(spec)},
+        search_attributes=cron_search_attributes(spec, JobStatus.SCHEDULED, first),
+        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        static_summary=cron_summary(spec),
+        static_details=cron_details(spec),
+    )
+    return Scheduled(job_id=spec.id, next_run_at=first)
+
+
+async def _start_job(
+    client: Client, spec: JobSpec, now: datetime, memo: dict[str, Any], queue: str
+) -> None:
+    assert spec.run_at is not None
+    # Wake at a random moment within the dispatch lead before run_at: a herd due in one
+    # second reaches the server spread over that window.
+    lead = random.uniform(min(MIN_DISPATCH_LEAD, spec.dispatch_lead), spec.dispatch_lead)
+    delay = spec.run_at - now - timedelta(seconds=lead)
+    await client.start_workflow(
+        names.JOB_WORKFLOW,
+        spec,
+        id=spec.id,
+        task_queue=queue,
+        memo=memo,
+        start_delay=delay if delay > timedelta(0) else None,
+        search_attributes=start_search_attributes(spec, JobStatus.SCHEDULED),
+        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        static_summary=job_summary(spec),
+        static_details=job_details(spec),
+    )
