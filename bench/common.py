@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from starter.devserver import DevServer, die_with_parent, free_port
+from starter.dev.devserver import DevServer, die_with_parent, free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

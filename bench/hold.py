@@ -28,7 +28,7 @@ from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
 from bench.common import OURS_QUEUE, cpu_seconds, rss_mib, side, summary, write_result
 from starter import operations
-from starter.devserver import DevServer
+from starter.dev.devserver import DevServer
 
 CALLERS = 64
 SETTLE_SECONDS = 30

@@ -43,7 +43,7 @@ from procrastinate.worker import FETCH_JOB_POLLING_INTERVAL
 
 from bench.common import ROOT, cpu_seconds, gather_limited, summary, wait_for_starts
 from bench.handlers import RECORDS_ENV, note_start
-from starter.devserver import die_with_parent, free_port
+from starter.dev.devserver import die_with_parent, free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PG_USER = "nobody"  # initdb and postgres refuse to run as root; used only when we are root

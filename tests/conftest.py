@@ -10,35 +10,39 @@ task and hang the test.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from activities.registry import load_handlers
-from bench.common import write_result
-from starter.binaries import test_server
-from starter.devserver import DevServer
-from tests.drills import FULL, REPORT, render_report
-from tests.processes import Api, Workers, cli_env
-from worker import WorkerSettings, build_worker
-from workflows.models import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID, SEARCH_ATTRIBUTES
+from connection.client import connect
+from starter.dev.binaries import test_server
+from starter.dev.devserver import DevServer
+from tests.helpers.api import Stack
+from tests.helpers.drills import FULL, REPORT, render_report
+from tests.helpers.processes import Api, Workers, cli_env
+from tests.helpers.temporal import end_singletons
+from workflows.models import SEARCH_ATTRIBUTES
+
+# A test that uses one of these fixtures (directly or through another fixture) talks to a dev
+# server or starts worker processes: it is marked ``devserver`` at collection, so
+# ``-m "not devserver"`` (``scripts/test --fast``) selects exactly the tests that need neither.
+DEVSERVER_FIXTURES = frozenset({"dev_server", "dev_client", "cli", "workers", "stack"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if DEVSERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.devserver)
 
 
 @pytest.fixture
@@ -62,7 +66,7 @@ async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest.fixture(scope="session")
 async def dev_server() -> AsyncIterator[DevServer]:
-    """In memory, for speed; the drills use a SQLite file (tests/sqlite_fixtures.py)."""
+    """In memory, for speed; the drills use a SQLite file (tests/helpers/sqlite_fixtures.py)."""
     server = DevServer(db_file=None)
     await server.start()
     yield server
@@ -71,44 +75,12 @@ async def dev_server() -> AsyncIterator[DevServer]:
 
 @pytest.fixture(scope="session")
 async def dev_client(dev_server: DevServer) -> Client:
-    from starter.client import connect
-
     return await connect(dev_server.address, "default")
 
 
 @pytest.fixture
 def task_queue() -> str:
     return f"test-{uuid.uuid4().hex[:8]}"
-
-
-@asynccontextmanager
-async def running_worker(client: Client, task_queue: str) -> AsyncIterator[Worker]:
-    """An in-process worker with the built-in and test handlers."""
-    registry = load_handlers("tests.handlers")
-    job_worker = build_worker(client, WorkerSettings(task_queue=task_queue), registry)
-    try:
-        async with job_worker.worker as worker:
-            yield worker
-    finally:
-        job_worker.close()
-
-
-async def end_singletons(client: Client) -> None:
-    """The singletons (DLQ, handler registry) live on the task queue of the worker that
-    started them; each dev-server test has its own queue, so delete them with the test."""
-    for singleton in (DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID):
-        request = DeleteWorkflowExecutionRequest(
-            namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=singleton)
-        )
-        with contextlib.suppress(RPCError):
-            await client.workflow_service.delete_workflow_execution(request)
-        async with asyncio.timeout(30):  # deletion is asynchronous on the server
-            while True:
-                try:
-                    await client.get_workflow_handle(singleton).describe()
-                except RPCError:
-                    break
-                await asyncio.sleep(0.2)
 
 
 @pytest.fixture
@@ -126,13 +98,6 @@ async def workers(
     yield group
     group.stop_all()
     await end_singletons(dev_client)
-
-
-@dataclass
-class Stack:
-    api: Api
-    http: httpx.Client
-    env: dict[str, str]
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +118,8 @@ async def stack(
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The drills' one-screen report (drill, jobs, lost, duplicated, max lag)."""
     if REPORT:
+        from bench.common import write_result  # only when drills ran
+
         terminalreporter.section("failure drills")
         terminalreporter.write_line(render_report())
         path = write_result("drills", {"full_size": FULL, "rows": [asdict(r) for r in REPORT]})

@@ -26,11 +26,9 @@ from temporalio.client import Client, WorkflowHandle
 from activities.registry import load_handlers
 from bench.common import fresh_server
 from starter import operations
-from tests.conftest import running_worker
+from tests.helpers.temporal import running_worker
 from workflows.cron_workflow import CronJobWorkflow
 from workflows.models import (
-    DLQ_WORKFLOW_ID,
-    REGISTRY_WORKFLOW_ID,
     CronInput,
     CronReport,
     JobStatus,
@@ -38,6 +36,7 @@ from workflows.models import (
     WorkerHandlers,
     parse_spec,
 )
+from workflows.names import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID
 from workflows.registry_workflow import HandlerRegistryWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"

@@ -5,39 +5,23 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.devserver import DevServer, free_port
-from tests.conftest import Stack
-from tests.processes import JOBS, Api, cli_env
+from starter.api import create_app
+from starter.dev.devserver import DevServer, free_port
+from tests.helpers.api import Stack, new_id, wait_status
+from tests.helpers.poll import eventually_sync
+from tests.helpers.processes import JOBS, Api, cli_env
 
 pytestmark = pytest.mark.devserver
-
-
-def new_id(prefix: str = "api") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def wait_status(
-    http: httpx.Client, job_id: str, status: str, timeout: float = 60
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        body = http.get(f"/jobs/{job_id}").json()
-        if body.get("status") == status:
-            return body
-        time.sleep(0.3)
-    raise AssertionError(f"{job_id} never reached {status}: {body}")
 
 
 def test_create_get_list_and_page(stack: Stack) -> None:
@@ -65,8 +49,10 @@ def test_create_get_list_and_page(stack: Stack) -> None:
     second = http.get(
         "/jobs", params={"status": "done", "limit": 2, "page_token": first["next_page_token"]}
     ).json()
-    seen = {row["job_id"] for row in first["jobs"] + second["jobs"]}
-    assert set(ids) <= seen or len(second["jobs"]) >= 1
+    # The three jobs that closed last are this test's (the server lists newest first): two on
+    # the first page, the third first on the second; no row on both pages.
+    newest = [row["job_id"] for row in first["jobs"]] + [second["jobs"][0]["job_id"]]
+    assert sorted(newest) == sorted(ids), (first, second)
     assert not {row["job_id"] for row in first["jobs"]} & {row["job_id"] for row in second["jobs"]}
     bad = http.get("/jobs", params={"page_token": "%%%"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "page_token"
@@ -172,19 +158,19 @@ def test_poison_job_life_create_retries_dlq_requeue_runs_again(stack: Stack) -> 
     )
     dead = wait_status(http, job_id, "dead")
     assert [a["outcome"] for a in dead["attempts"]] == ["failed"] * 3
-    deadline = time.monotonic() + 30
-    while job_id not in {e["job_id"] for e in http.get("/dlq").json()["entries"]}:
-        assert time.monotonic() < deadline, "never listed in /dlq"
-        time.sleep(0.3)
-    entry = next(e for e in http.get("/dlq").json()["entries"] if e["job_id"] == job_id)
+    listed = eventually_sync(
+        lambda: [e for e in http.get("/dlq").json()["entries"] if e["job_id"] == job_id],
+        interval=0.3,
+        what=f"{job_id} listed in /dlq",
+    )
+    entry = listed[0]
     assert entry["attempts"] == 3 and "demo failure on attempt 3" in entry["last_error"]
     assert http.post(f"/dlq/{job_id}/requeue").json() == {"job_id": job_id, "action": "requeue"}
     done = wait_status(http, job_id, "done")
     assert [(a["attempt"], a["round"]) for a in done["attempts"]][-1] == (4, 2)
     again = http.post(f"/dlq/{job_id}/requeue")
-    assert (
-        again.status_code == 409 and "not dead" in again.json()["detail"]
-    ) or "finished" in again.json()["detail"]
+    assert again.status_code == 409
+    assert "not dead" in again.json()["detail"] or "finished" in again.json()["detail"]
 
     other = new_id("poison")
     http.post(
@@ -192,10 +178,12 @@ def test_poison_job_life_create_retries_dlq_requeue_runs_again(stack: Stack) -> 
     )
     wait_status(http, other, "dead")
     assert http.post(f"/dlq/{other}/discard").status_code == 200
-    deadline = time.monotonic() + 30
-    while http.delete(f"/jobs/{other}").status_code != 409:
-        assert time.monotonic() < deadline
-        time.sleep(0.3)
+    eventually_sync(
+        lambda: http.delete(f"/jobs/{other}").status_code,
+        lambda code: code == 409,
+        interval=0.3,
+        what=f"{other} discarded (cancel refused)",
+    )
 
 
 def test_idempotent_create(stack: Stack) -> None:
@@ -292,20 +280,24 @@ async def test_a_body_over_the_limit_is_refused_before_parsing(
     assert http.post("/jobs", json=small).status_code == 201
 
 
-def test_temporal_unreachable_is_503_and_bad_input_still_422(tmp_path: Path) -> None:
-    api = Api(cli_env("127.0.0.1:1", "nowhere")).start()
-    try:
-        with httpx.Client(base_url=api.url, timeout=30) as http:
-            health = http.get("/healthz")
-            assert health.status_code == 503 and health.json()["temporal"] == "unreachable"
-            good = {"name": "x", "handler": "log", "delay": 5}
-            down = http.post("/jobs", json=good)
-            assert down.status_code == 503 and down.json()["error"] == "unavailable"
-            assert "Traceback" not in down.text
-            assert http.post("/jobs", json={**good, "delay": -1}).status_code == 422
-            assert http.get("/jobs/anything").status_code == 503
-    finally:
-        api.stop()
+def in_process(app: FastAPI) -> httpx.AsyncClient:
+    """The API in this process, through httpx's ASGI transport (no server, no port)."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+
+
+async def test_temporal_unreachable_is_503_and_bad_input_still_422(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")  # nothing listens there
+    async with in_process(create_app(token="", task_queue="nowhere")) as http:
+        health = await http.get("/healthz")
+        assert health.status_code == 503 and health.json()["temporal"] == "unreachable"
+        good = {"name": "x", "handler": "log", "delay": 5}
+        down = await http.post("/jobs", json=good)
+        assert down.status_code == 503 and down.json()["error"] == "unavailable"
+        assert "Traceback" not in down.text
+        assert (await http.post("/jobs", json={**good, "delay": -1})).status_code == 422
+        assert (await http.get("/jobs/anything")).status_code == 503
 
 
 PROTECTED = [
@@ -326,28 +318,24 @@ PROTECTED = [
 ]
 
 
-def test_a_token_protects_every_endpoint_but_healthz(dev_server: DevServer) -> None:
+async def test_a_token_protects_every_endpoint_but_healthz(dev_client: Client) -> None:
     token = "s3cret-token"
-    api = Api(cli_env(dev_server.address, "auth", JOBS_API_TOKEN=token)).start()
-    try:
-        with httpx.Client(base_url=api.url, timeout=30) as http:
-            for method, path in PROTECTED:
-                for headers in (
-                    {},
-                    {"Authorization": "Bearer wrong"},
-                    {"Authorization": f"Basic {token}"},
-                    {"Authorization": token},
-                ):
-                    answer = http.request(method, path, headers=headers)
-                    assert answer.status_code == 401, (method, path, headers)
-                    assert answer.headers["WWW-Authenticate"] == "Bearer"
-            assert http.get("/healthz").status_code == 200
-            good = {"Authorization": f"Bearer {token}"}
-            assert http.get("/jobs", headers=good).status_code == 200
-            schema = http.get("/openapi.json", headers=good).json()
-            assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
-    finally:
-        api.stop()
+    async with in_process(create_app(token=token, client=dev_client, task_queue="auth")) as http:
+        for method, path in PROTECTED:
+            for headers in (
+                {},
+                {"Authorization": "Bearer wrong"},
+                {"Authorization": f"Basic {token}"},
+                {"Authorization": token},
+            ):
+                answer = await http.request(method, path, headers=headers)
+                assert answer.status_code == 401, (method, path, headers)
+                assert answer.headers["WWW-Authenticate"] == "Bearer"
+        assert (await http.get("/healthz")).status_code == 200
+        good = {"Authorization": f"Bearer {token}"}
+        assert (await http.get("/jobs", headers=good)).status_code == 200
+        schema = (await http.get("/openapi.json", headers=good)).json()
+        assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
 
 
 def test_binding_beyond_loopback_needs_a_token(dev_server: DevServer) -> None:

@@ -13,7 +13,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from tests.conftest import Stack
+from tests.helpers.api import Stack
 
 pytestmark = pytest.mark.devserver
 EXAMPLES_PER_OPERATION = 25

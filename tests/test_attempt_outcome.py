@@ -24,7 +24,8 @@ from activities.attempt_outcome import (
 from activities.failure_size import MESSAGE_BYTES
 from activities.registry import JobContext
 from starter import operations
-from tests.conftest import end_singletons, running_worker
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import end_singletons, running_worker
 from workflows.models import JobReport, JobStatus
 
 NOT_EXCEPTIONS = [SystemExit(3), KeyboardInterrupt(), GeneratorExit("stray")]
@@ -136,13 +137,13 @@ def test_the_servers_last_allowed_attempt_ends_the_round(
 
 
 async def wait_final(client: Client, job_id: str) -> JobReport:
-    async with asyncio.timeout(30):
-        while True:
-            report = await operations.status(client, job_id)
-            assert isinstance(report, JobReport)
-            if report.status in (JobStatus.DEAD, JobStatus.DONE):
-                return report
-            await asyncio.sleep(0.2)
+    report = await eventually(
+        lambda: operations.status(client, job_id),
+        lambda report: report.status in (JobStatus.DEAD, JobStatus.DONE),
+        what=f"{job_id} dead or done",
+    )
+    assert isinstance(report, JobReport)
+    return report
 
 
 @pytest.mark.devserver

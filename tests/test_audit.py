@@ -17,12 +17,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from starter import dlq as dead_letters
 from starter import operations
-from tests.conftest import running_worker
-from tests.processes import Api, Workers, jobs, jobs_json
-from tests.test_api import wait_status
-from tests.test_cli import wait_for
-from tests.test_cron_workflow import report as cron_report
-from tests.test_cron_workflow import start_cron
+from tests.helpers.api import wait_status
+from tests.helpers.cron import report as cron_report
+from tests.helpers.cron import start_cron
+from tests.helpers.processes import Api, Workers, jobs, jobs_json, wait_for
+from tests.helpers.temporal import running_worker
 from workflows.models import JobStatus
 
 pytestmark = pytest.mark.devserver

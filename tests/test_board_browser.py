@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +17,10 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from starter.devserver import DevServer
-from tests.conftest import Stack
-from tests.processes import Api, cli_env
+from starter.dev.devserver import DevServer
+from tests.helpers.api import Stack
+from tests.helpers.poll import eventually_sync
+from tests.helpers.processes import Api, cli_env
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Dialog, Locator, Page
@@ -143,10 +143,12 @@ def test_board_answers_counts_and_at_most_50_cards_per_column(stack: Stack) -> N
         )
         assert answer.status_code == 201, answer.text
     try:
-        deadline = time.monotonic() + 30
-        while (board := http.get("/board").json())["columns"]["scheduled"]["count"] < 60:
-            assert time.monotonic() < deadline, board["columns"]["scheduled"]["count"]
-            time.sleep(0.5)  # visibility is eventually consistent
+        board = eventually_sync(  # visibility is eventually consistent
+            lambda: http.get("/board").json(),
+            lambda answer: answer["columns"]["scheduled"]["count"] >= 60,
+            interval=0.5,
+            what="60 scheduled on the board",
+        )
         assert list(board["columns"]) == [
             "scheduled",
             "pending",

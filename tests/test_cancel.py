@@ -21,8 +21,9 @@ from activities.registry import load_handlers
 from starter import operations
 from starter.board import Snapshot
 from starter.errors import SpecError
-from tests.drills import read_records
-from tests.processes import Workers, jobs
+from tests.helpers.drills import read_records
+from tests.helpers.poll import eventually
+from tests.helpers.processes import Workers, jobs
 from worker import WorkerSettings
 from workflows.models import JobReport, JobStatus
 
@@ -33,28 +34,21 @@ PROMISE = 15.0
 DEFAULT_CANCEL_WITHIN = 10.0
 
 
-@pytest.fixture
-def queue_env(cli: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", cli["JOBS_TASK_QUEUE"])
-    return cli
-
-
-async def run_now(client: Client, handler: str, payload: dict[str, Any]) -> str:
+async def run_now(client: Client, queue: str, handler: str, payload: dict[str, Any]) -> str:
     """Schedule a job due now, with the default lease (60 s)."""
     job_id = f"cancel-{uuid.uuid4().hex[:8]}"
     spec = {"id": job_id, "name": "cancel me", "handler": handler, "delay": 0}
-    await operations.schedule(client, {**spec, "payload": payload}, HANDLERS)
+    await operations.schedule(client, {**spec, "payload": payload}, HANDLERS, task_queue=queue)
     return job_id
 
 
 async def record(path: Path, event: str, timeout: float) -> dict[str, Any]:
     """The handler's first ``event`` line, waiting up to ``timeout`` seconds."""
-    async with asyncio.timeout(timeout):
-        while True:
-            found = [r for r in read_records(path) if r["event"] == event]
-            if found:
-                return found[0]
-            await asyncio.sleep(0.1)
+
+    async def found() -> list[dict[str, Any]]:
+        return [r for r in read_records(path) if r["event"] == event]
+
+    return (await eventually(found, timeout=timeout, interval=0.1, what=f"{event} record"))[0]
 
 
 async def job_status(client: Client, job_id: str) -> JobReport:
@@ -64,13 +58,15 @@ async def job_status(client: Client, job_id: str) -> JobReport:
 
 
 async def settled(client: Client, job_id: str, timeout: float = 60) -> JobReport:
-    async with asyncio.timeout(timeout):
-        while True:
-            report = await job_status(client, job_id)
-            desc = await client.get_workflow_handle(job_id).describe()
-            if desc.close_time is not None:
-                return report
-            await asyncio.sleep(0.3)
+    async def look() -> tuple[JobReport, bool]:
+        report = await job_status(client, job_id)
+        desc = await client.get_workflow_handle(job_id).describe()
+        return report, desc.close_time is not None
+
+    report, _ = await eventually(
+        look, lambda seen: seen[1], timeout=timeout, interval=0.3, what=f"{job_id} closed"
+    )
+    return report
 
 
 async def cancel_at(client: Client, job_id: str, moment: float) -> float:
@@ -83,13 +79,13 @@ async def cancel_at(client: Client, job_id: str, moment: float) -> float:
 
 @pytest.mark.parametrize("handler", ["test.cancel_watch", "test.cancel_watch_async"])
 async def test_cancel_reaches_a_running_handler_within_the_promise_on_the_default_lease(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path, handler: str
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path, handler: str
 ) -> None:
     """Default 60 s lease, a 40 s handler, cancelled 3 s in: it sees ctx.cancelled (sync) or
     CancelledError (async) within 15 s, and the job ends cancelled."""
     workers.start()
     records = tmp_path / "records.jsonl"
-    job_id = await run_now(dev_client, handler, {"path": str(records), "seconds": 40})
+    job_id = await run_now(dev_client, task_queue, handler, {"path": str(records), "seconds": 40})
     start = await record(records, "start", timeout=30)
     sent = await cancel_at(dev_client, job_id, start["at"] + 3)
     on_its_way = await job_status(dev_client, job_id)  # the next heartbeat is ~7 s away
@@ -105,7 +101,7 @@ async def test_cancel_reaches_a_running_handler_within_the_promise_on_the_defaul
 
 
 async def test_status_says_cancelling_until_the_job_settles(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+    dev_client: Client, cli: dict[str, str], task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
     """Right after ``jobs cancel`` returns, the CLI, the API's report and the board say
     cancelling, with the most the cancel takes to reach the handler; then cancelled. A second
@@ -115,10 +111,10 @@ async def test_status_says_cancelling_until_the_job_settles(
     workers.start(JOBS_CANCEL_LATENCY="30s")
     records = tmp_path / "records.jsonl"
     payload = {"path": str(records), "release": str(tmp_path / "never"), "seconds": 40}
-    job_id = await run_now(dev_client, "test.ignore_cancel", payload)
+    job_id = await run_now(dev_client, task_queue, "test.ignore_cancel", payload)
     await record(records, "start", timeout=30)
     await asyncio.sleep(1)  # the attempt's start is recorded before the handler runs
-    cancelled = jobs(queue_env, "cancel", job_id)
+    cancelled = jobs(cli, "cancel", job_id)
     assert cancelled.returncode == 0, cancelled.stderr
     # The handler ignores the cancel: the job settles only once the cancel reached it (the
     # next heartbeat, ~30 s after the handler started) and its grace ran out (5 s).
@@ -126,11 +122,11 @@ async def test_status_says_cancelling_until_the_job_settles(
     assert report.status == JobStatus.CANCELLING
     assert report.cancel_within == 30
     assert report.attempts and report.attempts[-1].outcome == "running"
-    shown = jobs(queue_env, "status", job_id)
+    shown = jobs(cli, "status", job_id)
     assert shown.returncode == 0, shown.stderr
     [line] = [x for x in shown.stdout.splitlines() if x.startswith("status:")]
     assert "cancelling: requested" in line and "within ~30s" in line, line
-    as_json = json.loads(jobs(queue_env, "status", job_id, "--json").stdout)
+    as_json = json.loads(jobs(cli, "status", job_id, "--json").stdout)
     assert as_json["status"] == "cancelling" and as_json["cancel_within"] == 30
     board = await Snapshot(dev_client, datetime.now(UTC)).build()
     [card] = [c for c in board.columns["running"].cards if c.job_id == job_id]
@@ -144,7 +140,7 @@ async def test_status_says_cancelling_until_the_job_settles(
 
 
 async def test_a_handler_finishing_as_the_cancel_arrives_ends_cancelled_with_its_result(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
     """The cancel is accepted while the handler runs; the handler (ignoring ctx.cancelled)
     finishes its work 1 s later, before the cancel reaches it. The job ends cancelled, not
@@ -154,18 +150,21 @@ async def test_a_handler_finishing_as_the_cancel_arrives_ends_cancelled_with_its
     workers.start(JOBS_CANCEL_LATENCY="30s")
     records, release = tmp_path / "records.jsonl", tmp_path / "release"
     payload = {"path": str(records), "release": str(release), "seconds": 40, "after": 1}
-    job_id = await run_now(dev_client, "test.ignore_cancel", payload)
+    job_id = await run_now(dev_client, task_queue, "test.ignore_cancel", payload)
     await record(records, "start", timeout=30)
     await asyncio.sleep(1)
     await operations.cancel(dev_client, job_id, note="changed my mind", actor="test")
-    async with asyncio.timeout(20):  # the workflow asked the activity to cancel
-        while True:
-            desc = await dev_client.get_workflow_handle(job_id).describe()
-            pending = desc.raw_description.pending_activities
-            cancel_requested = PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
-            if pending and pending[0].state == cancel_requested:
-                break
-            await asyncio.sleep(0.1)
+    cancel_requested = PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
+    await eventually(  # the workflow asked the activity to cancel
+        dev_client.get_workflow_handle(job_id).describe,
+        lambda desc: (
+            (pending := desc.raw_description.pending_activities)
+            and pending[0].state == cancel_requested
+        ),
+        timeout=20,
+        interval=0.1,
+        what="cancel requested of the activity",
+    )
     midway = await job_status(dev_client, job_id)
     assert midway.status == JobStatus.CANCELLING and midway.cancel_within == 30
     release.touch()

@@ -4,30 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from tests.processes import Workers, jobs, jobs_json
+from tests.helpers.poll import eventually_sync
+from tests.helpers.processes import Workers, jobs, jobs_json, wait_for
 
 pytestmark = pytest.mark.devserver
-
-
-def wait_for(cli: dict[str, str], job_id: str, status: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    report: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        report = jobs_json(cli, "status", job_id)
-        if report["status"] == status:
-            return report
-        time.sleep(0.5)
-    raise AssertionError(f"{job_id} never reached {status}: {report}")
 
 
 def test_schedule_in_3s_then_status_reaches_done(cli: dict[str, str], workers: Workers) -> None:
@@ -246,12 +234,12 @@ def test_cron_job_end_to_end_through_the_cli(cli: dict[str, str], workers: Worke
         cron_id,
     )
     assert scheduled["job_id"] == cron_id and scheduled["next_run_at"]
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        report = jobs_json(cli, "status", cron_id)
-        if sum(1 for s in report["recent_slots"] if s["status"] == "done") >= 2:
-            break
-        time.sleep(0.5)
+    report = eventually_sync(
+        lambda: jobs_json(cli, "status", cron_id),
+        lambda answer: sum(1 for s in answer["recent_slots"] if s["status"] == "done") >= 2,
+        interval=0.5,
+        what="two slots done",
+    )
     assert report["kind"] == "cron" and report["status"] == "scheduled"
     assert len(report["next_slots"]) == 5
     assert report["next_slots"][0]["local"].endswith(("+01:00", "+02:00"))

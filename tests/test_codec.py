@@ -3,10 +3,8 @@ on a real dev server whose secret never reaches Temporal in clear."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,10 +20,8 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from starter import operations
-from starter.api import create_app
-from starter.client import connect, connect_options
-from starter.codec import (
+from connection.client import connect, connect_options
+from connection.codec import (
     ENCODING,
     KEY_ENV,
     KEY_FILE_ENV,
@@ -37,10 +33,13 @@ from starter.codec import (
     new_key,
     parse_keys,
 )
-from starter.devserver import DevServer
+from starter import operations
+from starter.api import create_app
+from starter.dev.devserver import DevServer
 from starter.errors import SpecError
-from tests.conftest import end_singletons
-from tests.processes import Api, Workers, cli_env, jobs
+from tests.helpers.poll import eventually
+from tests.helpers.processes import Api, Workers, cli_env, jobs
+from tests.helpers.temporal import end_singletons
 from workflows.models import JobReport
 
 KEY_A, KEY_B, KEY_C = new_key(), new_key(), new_key()
@@ -316,15 +315,17 @@ async def raw_history(client: Client, workflow_id: str) -> list[HistoryEvent]:
 
 
 async def wait_done(http: httpx.AsyncClient, job_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        answer = await http.get(f"/jobs/{job_id}")
-        body = answer.json()
-        if body.get("status") == "done":
-            return body
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"{job_id} never finished: {body}")
+    async def body() -> dict[str, Any]:
+        answer: dict[str, Any] = (await http.get(f"/jobs/{job_id}")).json()
+        return answer
+
+    return await eventually(
+        body,
+        lambda answer: answer.get("status") == "done",
+        timeout=timeout,
+        interval=0.3,
+        what=f"{job_id} done",
+    )
 
 
 @pytest.mark.devserver

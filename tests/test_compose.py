@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from starter.api import is_loopback
-from starter.devserver import search_attribute_flags
+from starter.dev.devserver import search_attribute_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"

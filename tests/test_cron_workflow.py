@@ -1,62 +1,29 @@
 """CronJobWorkflow on the time-skipping server: DST through the real workflow, hours of slots
-in seconds, overlap, catch-up and the controls."""
+in seconds and the controls; overlap and catch-up, which need real time, on the dev server."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import json
+import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from starter import operations
 from starter.errors import InvalidTransition
-from tests.conftest import running_worker
-from tests.test_job_workflow import HANDLERS
+from tests.helpers.cron import report, settle, start_cron
+from tests.helpers.jobs import HANDLERS
+from tests.helpers.temporal import end_singletons, running_worker
 from workflows import cronmath
 from workflows.cron_workflow import CronJobWorkflow
 from workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
-
-
-@pytest.fixture(autouse=True)
-def _queue(task_queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
-
-
-async def start_cron(
-    env: WorkflowEnvironment, task_queue: str, event_budget: int = 10_000, **spec: Any
-) -> WorkflowHandle[Any, Any]:
-    now = await env.get_current_time()
-    parsed = parse_spec(
-        {"name": "cron", "handler": "log", **spec}, now, new_id=f"cron-{now:%H%M%S%f}"
-    )
-    return await env.client.start_workflow(
-        CronJobWorkflow.run,
-        CronInput(spec=parsed, event_budget=event_budget),
-        id=parsed.id,
-        task_queue=task_queue,
-    )
-
-
-async def report(env: WorkflowEnvironment | Client, cron_id: str) -> CronReport:
-    client = env if isinstance(env, Client) else env.client
-    result = await operations.status(client, cron_id)
-    assert isinstance(result, CronReport)
-    return result
-
-
-async def settle(env: WorkflowEnvironment | Client, cron_id: str) -> CronReport:
-    """Real-time pause until every started slot job has reported back."""
-    async with asyncio.timeout(30):
-        while (current := await report(env, cron_id)).running:
-            await asyncio.sleep(0.1)
-    return current
 
 
 def next_instants(cron: CronReport) -> list[datetime]:
@@ -118,6 +85,7 @@ async def test_dst_transitions_through_the_real_workflow(
     assert {r.status for r in interval_report.recent_slots} == {JobStatus.DONE}
 
 
+@pytest.mark.timeout(300)  # 720 slot jobs through the test server: ~40 s on a quiet machine
 async def test_every_five_seconds_for_an_hour_is_exactly_720_slots_across_runs(
     ts_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
@@ -154,24 +122,46 @@ async def test_every_five_seconds_for_an_hour_is_exactly_720_slots_across_runs(
     assert final.generation >= 5  # continued-as-new many times, state carried each time
 
 
-@pytest.mark.parametrize("overlap", ["skip", "buffer_one", "allow_all", "cancel_other"])
+OVERLAPS = ["skip", "buffer_one", "allow_all", "cancel_other"]
+
+
+@pytest.fixture(scope="module")
+async def overlap_runs(dev_client: Client) -> AsyncIterator[dict[str, CronReport]]:
+    """One per-second cron per overlap policy whose slot (2.5 s) outlasts the interval, all at
+    once for 6.5 s, then paused and settled.
+
+    Real time, so on the dev server: a handler sleeps in real time and a time-skipping server
+    would expire its lease instead of letting it outlast the interval.
+    """
+    task_queue = f"overlap-{uuid.uuid4().hex[:8]}"
+    async with running_worker(dev_client, task_queue):
+        crons = {
+            overlap: await start_cron(
+                dev_client,
+                task_queue,
+                cron="* * * * * *",
+                handler="demo.sleep",
+                payload={"seconds": 2.5},
+                overlap=overlap,
+                lease=2,
+            )
+            for overlap in OVERLAPS
+        }
+        await asyncio.sleep(6.5)
+        for cron in crons.values():
+            await operations.pause(dev_client, cron.id)
+        finals = {overlap: await settle(dev_client, cron.id) for overlap, cron in crons.items()}
+        for cron in crons.values():
+            await cron.cancel()
+    await end_singletons(dev_client)
+    yield finals
+
+
+@pytest.mark.parametrize("overlap", OVERLAPS)
 async def test_overlap_policies_with_a_slot_longer_than_the_interval(
-    ts_env: WorkflowEnvironment, task_queue: str, overlap: str
+    overlap_runs: dict[str, CronReport], overlap: str
 ) -> None:
-    async with running_worker(ts_env.client, task_queue):
-        cron = await start_cron(
-            ts_env,
-            task_queue,
-            cron="* * * * * *",
-            handler="demo.sleep",
-            payload={"seconds": 2.5},
-            overlap=overlap,
-            lease=2,
-        )
-        await asyncio.sleep(6.5)  # real time: the test server only skips time when asked
-        await operations.pause(ts_env.client, cron.id)
-        final = await settle(ts_env, cron.id)
-        await cron.cancel()
+    final = overlap_runs[overlap]
     outcomes = [r.outcome for r in reversed(final.recent_slots)]
     statuses = {r.job_id: r.status for r in final.recent_slots if r.job_id}
     ran = [r for r in final.recent_slots if r.outcome == "ran"]
@@ -221,6 +211,7 @@ async def test_catch_up_runs_recent_missed_slots_and_records_older_ones_as_misse
         await operations.pause(dev_client, cron.id)
         final = await settle(dev_client, cron.id)
         await cron.cancel()
+    await end_singletons(dev_client)
     outage = [r for r in final.recent_slots if down_from + timedelta(seconds=1) < r.slot < back_at]
     missed = [r.slot for r in outage if r.outcome == "missed"]
     ran = [r.slot for r in outage if r.outcome == "ran"]
@@ -300,6 +291,7 @@ async def test_a_slot_that_already_has_a_job_is_recorded_and_not_run_twice(
             {"id": squatter, "name": "squatter", "handler": "log", "delay": "1h"},
             HANDLERS,
             now=now,
+            task_queue=task_queue,
         )
         first_at = datetime.fromisoformat(first.replace("Z", "+00:00"))
         await ts_env.sleep(first_at + timedelta(minutes=5) - now)  # past the first slot only

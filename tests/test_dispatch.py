@@ -18,22 +18,17 @@ from temporalio.client import Client
 from activities.registry import load_handlers
 from starter import operations
 from starter.errors import InvalidTransition
-from tests.drills import Tally, read_records, wait_for_records
-from tests.processes import Workers
+from tests.helpers.drills import Tally, read_records, wait_for_records
+from tests.helpers.poll import eventually
+from tests.helpers.processes import Workers
 from workflows.models import JobReport, JobStatus
 
 pytestmark = pytest.mark.devserver
 HANDLERS = load_handlers("tests.handlers").names()
 
 
-@pytest.fixture
-def queue_env(cli: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", cli["JOBS_TASK_QUEUE"])
-    return cli
-
-
 async def schedule(
-    client: Client, records: Path, due_in: float, lead: float, **spec: Any
+    client: Client, queue: str, records: Path, due_in: float, lead: float, **spec: Any
 ) -> tuple[str, datetime]:
     run_at = datetime.now(UTC) + timedelta(seconds=due_in)
     job_id = f"early-{uuid.uuid4().hex[:8]}"
@@ -49,18 +44,19 @@ async def schedule(
             **spec,
         },
         HANDLERS,
+        task_queue=queue,
     )
     return job_id, run_at
 
 
 async def wait_dispatched(client: Client, job_id: str, timeout: float = 30) -> None:
     """Until the job's attempt is with a worker (a started activity), before its run_at."""
-    async with asyncio.timeout(timeout):
-        while True:
-            desc = await client.get_workflow_handle(job_id).describe()
-            if desc.raw_description.pending_activities:
-                return
-            await asyncio.sleep(0.2)
+    await eventually(
+        client.get_workflow_handle(job_id).describe,
+        lambda desc: desc.raw_description.pending_activities,
+        timeout=timeout,
+        what=f"{job_id} dispatched",
+    )
 
 
 async def job_status(client: Client, job_id: str) -> JobReport:
@@ -70,14 +66,15 @@ async def job_status(client: Client, job_id: str) -> JobReport:
 
 
 async def test_dispatched_jobs_start_on_time_and_still_obey_pause_and_cancel(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
     """Three jobs due together, dispatched 15-25 s early: one runs on time, one is paused
     while it waits in the worker (then resumed), one is cancelled while it waits."""
     workers.start()
     runs, held, cancelled = (tmp_path / f"{name}.jsonl" for name in ("runs", "held", "cancelled"))
     (run_id, run_at), (held_id, _), (cancel_id, _) = [
-        await schedule(dev_client, path, due_in=27, lead=25) for path in (runs, held, cancelled)
+        await schedule(dev_client, task_queue, path, due_in=27, lead=25)
+        for path in (runs, held, cancelled)
     ]
     for job_id in (run_id, held_id, cancel_id):
         await wait_dispatched(dev_client, job_id)
@@ -110,11 +107,11 @@ async def test_dispatched_jobs_start_on_time_and_still_obey_pause_and_cancel(
 
 
 async def test_pause_close_to_run_at_is_refused(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
     workers.start()
     records = tmp_path / "records.jsonl"
-    job_id, run_at = await schedule(dev_client, records, due_in=8, lead=8)
+    job_id, run_at = await schedule(dev_client, task_queue, records, due_in=8, lead=8)
     await wait_dispatched(dev_client, job_id)
     await asyncio.sleep(max(0.0, (run_at - datetime.now(UTC)).total_seconds() - 3))
     with pytest.raises(InvalidTransition, match="only a waiting job pauses"):
@@ -123,12 +120,12 @@ async def test_pause_close_to_run_at_is_refused(
 
 
 async def test_losing_the_worker_while_the_job_waits_costs_no_attempt(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
     doomed = workers.start()
     records = tmp_path / "records.jsonl"
     job_id, run_at = await schedule(
-        dev_client, records, due_in=14, lead=12, max_attempts=1, lease=2
+        dev_client, task_queue, records, due_in=14, lead=12, max_attempts=1, lease=2
     )
     await wait_dispatched(dev_client, job_id)
     os.killpg(doomed.pid, signal.SIGKILL)

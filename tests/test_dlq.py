@@ -2,46 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.notify import WEBHOOK_ENV
 from starter import dlq
-from tests.conftest import running_worker
-from tests.httpserver import serve
-from tests.test_job_workflow import finished, submit, wait_for_status
-from workflows.models import DLQ_WORKFLOW_ID, JOB_STATUS, DeadEntry, DlqLogLine, JobStatus
-
-POISON_ONCE = {
-    "handler": "demo.sleep",
-    "payload": {"seconds": 0, "fail_times": 1, "permanent": True},
-}
+from tests.helpers.dlq import POISON_ONCE, dlq_log, wait_for_log
+from tests.helpers.httpserver import serve
+from tests.helpers.jobs import finished, submit, wait_for_status
+from tests.helpers.temporal import running_worker
+from workflows.models import JOB_STATUS, DeadEntry, JobStatus
+from workflows.names import DLQ_WORKFLOW_ID
 
 
 @pytest.fixture(autouse=True)
-def _queue(task_queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+def _no_webhook(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(WEBHOOK_ENV, raising=False)
-
-
-async def dlq_log(client: Client) -> list[DlqLogLine]:
-    return await dlq.audit_log(client, 500)
-
-
-async def wait_for_log(
-    client: Client, action: str, job_id: str, count: int = 1
-) -> list[DlqLogLine]:
-    async with asyncio.timeout(30):
-        while True:
-            lines = [x for x in await dlq_log(client) if x.action == action and x.job_id == job_id]
-            if len(lines) >= count:
-                return lines
-            await asyncio.sleep(0.2)
 
 
 async def test_a_dead_job_is_parked_alerted_and_requeued_through_the_dlq(
@@ -49,7 +29,7 @@ async def test_a_dead_job_is_parked_alerted_and_requeued_through_the_dlq(
 ) -> None:
     client = ts_env.client
     async with running_worker(client, task_queue):
-        handle = await submit(ts_env, name="nightly", delay=0, **POISON_ONCE)
+        handle = await submit(ts_env, task_queue, name="nightly", delay=0, **POISON_ONCE)
         dead = await wait_for_status(ts_env, handle.id, JobStatus.DEAD)
         assert dead.parked_at is not None
         await wait_for_log(client, "parked", handle.id)
@@ -81,9 +61,9 @@ async def test_requeue_twice_runs_once_and_requeue_of_a_live_job_is_a_logged_no_
     client = ts_env.client
     dlq_handle = client.get_workflow_handle(DLQ_WORKFLOW_ID)
     async with running_worker(client, task_queue):
-        dead = await submit(ts_env, delay=0, **POISON_ONCE)
+        dead = await submit(ts_env, task_queue, delay=0, **POISON_ONCE)
         await wait_for_log(client, "parked", dead.id)
-        waiting = await submit(ts_env, handler="log", delay="1h")
+        waiting = await submit(ts_env, task_queue, handler="log", delay="1h")
         await dlq_handle.signal("requeue", dead.id)
         await dlq_handle.signal("requeue", dead.id)
         await dlq_handle.signal("requeue", waiting.id)
@@ -104,7 +84,7 @@ async def test_discard_through_the_dlq_ends_the_job_dead_for_good(
 ) -> None:
     client = ts_env.client
     async with running_worker(client, task_queue):
-        handle = await submit(ts_env, delay=0, **POISON_ONCE)
+        handle = await submit(ts_env, task_queue, delay=0, **POISON_ONCE)
         await wait_for_log(client, "parked", handle.id)
         await client.get_workflow_handle(DLQ_WORKFLOW_ID).signal("discard", handle.id)
         with pytest.raises(WorkflowFailureError) as failure:
@@ -121,7 +101,7 @@ async def test_requeue_signal_on_the_job_itself_updates_the_dlq(
 ) -> None:
     client = ts_env.client
     async with running_worker(client, task_queue):
-        handle = await submit(ts_env, delay=0, **POISON_ONCE)
+        handle = await submit(ts_env, task_queue, delay=0, **POISON_ONCE)
         await wait_for_log(client, "parked", handle.id)
         await handle.signal("requeue")
         report = await finished(ts_env, handle)
@@ -136,7 +116,7 @@ async def test_webhook_receives_the_parked_entries(
     with serve() as endpoint:
         monkeypatch.setenv(WEBHOOK_ENV, f"{endpoint.url}/status/204")
         async with running_worker(ts_env.client, task_queue):
-            handle = await submit(ts_env, delay=0, **POISON_ONCE)
+            handle = await submit(ts_env, task_queue, delay=0, **POISON_ONCE)
             await wait_for_log(ts_env.client, "alerted", "")
     [hit] = endpoint.hits
     body: dict[str, Any] = hit.body
@@ -150,7 +130,7 @@ async def test_a_failing_webhook_is_retried_and_never_loses_an_entry(
     with serve() as endpoint:
         monkeypatch.setenv(WEBHOOK_ENV, f"{endpoint.url}/status/500")
         async with running_worker(ts_env.client, task_queue):
-            handle = await submit(ts_env, delay=0, **POISON_ONCE)
+            handle = await submit(ts_env, task_queue, delay=0, **POISON_ONCE)
             await wait_for_log(ts_env.client, "parked", handle.id)
             await ts_env.sleep(timedelta(minutes=6))  # past the alert's 5-minute budget
             [failed] = await wait_for_log(ts_env.client, "alert-failed", "")

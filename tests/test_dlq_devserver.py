@@ -8,23 +8,25 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.query.v1 import WorkflowQuery
 from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from activities.registry import load_handlers
+from connection.client import connect
 from starter import dlq, operations
-from starter.client import connect
-from starter.devserver import DevServer
-from tests.conftest import running_worker
-from tests.processes import Workers, cli_env, jobs, jobs_json, temporal
-from tests.test_cli import wait_for
+from starter.dev.devserver import DevServer
+from tests.helpers.poll import eventually
+from tests.helpers.processes import Workers, cli_env, jobs, jobs_json, temporal, wait_for
+from tests.helpers.temporal import running_worker
 from workflows.backoff import retry_delay_bounds
-from workflows.models import DLQ_WORKFLOW_ID, DlqState, JobStatus
+from workflows.models import DlqState, JobStatus
+from workflows.names import DLQ_WORKFLOW_ID
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +184,7 @@ async def test_an_empty_dlq_answers_empty_lists_never_null(
     what ``jobs dlq list`` / ``jobs dlq log`` print. The bare temporal CLI (1.9.1) prints
     every empty JSON list as null, nested ones too (``state``'s ``entries``, whose payload is
     ``{"entries": [], ...}``): its rendering, not our answer."""
-    from tests.conftest import end_singletons
+    from tests.helpers.temporal import end_singletons
 
     try:
         async with running_worker(dev_client, task_queue):
@@ -242,10 +244,10 @@ def bare_query(address: str, query: str) -> Any:
 LATE_RETRY_SLACK = 15.0
 
 
+@pytest.mark.timeout(400)  # waits up to 240 s for the 200 to park
 async def test_two_hundred_poison_jobs_end_dead_with_five_jittered_attempts(
-    dev_client: Client, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    dev_client: Client, task_queue: str
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     handlers = load_handlers().names()
     spec: dict[str, Any] = {
         "name": "poison",
@@ -262,7 +264,10 @@ async def test_two_hundred_poison_jobs_end_dead_with_five_jittered_attempts(
             ids = [
                 (
                     await operations.schedule(
-                        dev_client, {**spec, "id": f"p200-{i}-{uuid.uuid4().hex[:6]}"}, handlers
+                        dev_client,
+                        {**spec, "id": f"p200-{i}-{uuid.uuid4().hex[:6]}"},
+                        handlers,
+                        task_queue=task_queue,
                     )
                 ).job_id
                 for i in range(200)
@@ -271,7 +276,7 @@ async def test_two_hundred_poison_jobs_end_dead_with_five_jittered_attempts(
             elapsed = time.monotonic() - started
             reports = await asyncio.gather(*(operations.status(dev_client, j) for j in ids))
     finally:
-        from tests.conftest import end_singletons
+        from tests.helpers.temporal import end_singletons
 
         await end_singletons(dev_client)
     print(f"200 poison jobs parked in {elapsed:.1f}s")
@@ -300,117 +305,134 @@ async def test_two_hundred_poison_jobs_end_dead_with_five_jittered_attempts(
         assert late <= LATE_RETRY_SLACK
 
 
+@dataclass
+class Waves:
+    """Waves of poison jobs parked in the DLQ, each then requeued or discarded by its plan.
+
+    Index mod 6: 0 requeue via DLQ, 1 discard via DLQ, 2 requeue on the job, 3 discard on the
+    job, 4 left dead, 5 requeue via DLQ twice."""
+
+    client: Client
+    task_queue: str
+    handlers: list[str]
+    plan: dict[str, int]
+    per_wave: int
+    limit: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(20))
+
+    @property
+    def dlq(self) -> WorkflowHandle[Any, Any]:
+        return self.client.get_workflow_handle(DLQ_WORKFLOW_ID)
+
+    def of(self, wave: int) -> dict[str, int]:
+        return {j: g for j, g in self.plan.items() if j.startswith(f"w{wave}-")}
+
+    async def schedule(self, wave: int) -> None:
+        async def one(job_id: str) -> None:
+            spec = {
+                "id": job_id,
+                "name": f"wave-{wave}",
+                "handler": "demo.sleep",
+                "payload": json.loads(POISON_ONCE),
+                "delay": 0,
+                "max_attempts": 1,
+            }
+            async with self.limit:
+                await operations.schedule(
+                    self.client, spec, self.handlers, task_queue=self.task_queue
+                )
+
+        await asyncio.gather(*(one(j) for j in self.of(wave)))
+
+    async def act(self, job_id: str, group: int) -> None:
+        async with self.limit:
+            if group in (0, 5):
+                await self.dlq.signal("requeue", job_id)
+            if group == 5:
+                await self.dlq.signal("requeue", job_id)
+            if group == 1:
+                await self.dlq.signal("discard", job_id)
+            if group in (2, 3):
+                action = "requeue" if group == 2 else "discard"
+                await self.client.get_workflow_handle(job_id).signal(action)
+
+    async def act_on(self, wave: int) -> None:
+        query = f'JobName = "wave-{wave}" AND JobStatus = "dead"'
+        await eventually(
+            lambda: self.client.count_workflows(query),
+            lambda counted: counted.count >= self.per_wave,
+            timeout=180,
+            interval=0.5,
+            what=f"wave {wave} dead",
+        )
+        await asyncio.gather(*(self.act(j, g) for j, g in self.of(wave).items()))
+        # Pace the waves by the DLQ's own progress, so the parked set stays within the
+        # index's MAX_ENTRIES and the index can be compared with visibility at the end.
+        released = sum(
+            1 for j, g in self.plan.items() if g != 4 and int(j[1:].split("-")[0]) <= wave
+        )
+        await eventually(
+            lambda: self.dlq.query("state"),
+            lambda state: (
+                state["totals"].get("requeued", 0) + state["totals"].get("discarded", 0) >= released
+            ),
+            timeout=180,
+            interval=0.5,
+            what=f"wave {wave} released",
+        )
+
+    async def count(self, status: str) -> int:
+        query = f'TaskQueue = "{self.task_queue}" AND WorkflowType = "JobWorkflow" AND {status}'
+        return (await self.client.count_workflows(query)).count
+
+
+@pytest.mark.timeout(900)  # six waves, each allowed 180 s to park and 180 s to release
 async def test_twelve_hundred_parks_interleaved_with_requeues_and_discards(
-    tmp_path_factory: pytest.TempPathFactory, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory, task_queue: str
 ) -> None:
     """Every job ends in the state its last request put it in; the DLQ continued-as-new
     several times on the way and never lost or doubled a park, requeue or discard."""
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     server = DevServer(
         db_file=None,  # in memory: this checks the DLQ, not persistence
         dynamic_config={"limit.historyCount.suggestContinueAsNew": 500},
     )
     client = await server.start()
-    handlers = load_handlers().names()
     waves, per_wave = 6, 200  # 2,000 (10 waves) took ~3 min of CI; 6 still continue-as-new 3+ times
-    # Index mod 6: 0 requeue via DLQ, 1 discard via DLQ, 2 requeue on the job, 3 discard on
-    # the job, 4 left dead, 5 requeue via DLQ twice.
     plan = {f"w{w}-{i}": i % 6 for w in range(waves) for i in range(per_wave)}
-    dlq_handle = client.get_workflow_handle(DLQ_WORKFLOW_ID)
-    limit = asyncio.Semaphore(20)
-
-    async def schedule_wave(wave: int) -> None:
-        async def one(job_id: str) -> None:
-            async with limit:
-                await operations.schedule(
-                    client,
-                    {
-                        "id": job_id,
-                        "name": f"wave-{wave}",
-                        "handler": "demo.sleep",
-                        "payload": json.loads(POISON_ONCE),
-                        "delay": 0,
-                        "max_attempts": 1,
-                    },
-                    handlers,
-                )
-
-        await asyncio.gather(*(one(j) for j in plan if j.startswith(f"w{wave}-")))
-
-    async def act_on_wave(wave: int) -> None:
-        query = f'JobName = "wave-{wave}" AND JobStatus = "dead"'
-        async with asyncio.timeout(180):
-            while (await client.count_workflows(query)).count < per_wave:
-                await asyncio.sleep(0.5)
-
-        async def act(job_id: str, group: int) -> None:
-            async with limit:
-                if group in (0, 5):
-                    await dlq_handle.signal("requeue", job_id)
-                if group == 5:
-                    await dlq_handle.signal("requeue", job_id)
-                if group == 1:
-                    await dlq_handle.signal("discard", job_id)
-                if group in (2, 3):
-                    action = "requeue" if group == 2 else "discard"
-                    await client.get_workflow_handle(job_id).signal(action)
-
-        await asyncio.gather(*(act(j, g) for j, g in plan.items() if j.startswith(f"w{wave}-")))
-        # Pace the waves by the DLQ's own progress, so the parked set stays within the
-        # index's MAX_ENTRIES and the index can be compared with visibility at the end.
-        released = sum(1 for j, g in plan.items() if g != 4 and int(j[1:].split("-")[0]) <= wave)
-        async with asyncio.timeout(180):
-            while True:
-                totals = (await dlq_handle.query("state"))["totals"]
-                if totals.get("requeued", 0) + totals.get("discarded", 0) >= released:
-                    break
-                await asyncio.sleep(0.5)
-
+    run = Waves(client, task_queue, sorted(load_handlers().names()), plan, per_wave)
+    groups = {g: {j for j, x in plan.items() if x == g} for g in range(6)}
+    expected_dead = groups[4]
     try:
         async with running_worker(client, task_queue):
             started = time.monotonic()
-            await schedule_wave(0)
+            await run.schedule(0)
             for wave in range(waves):
                 # Parks of the next wave interleave with this wave's requeues and discards.
                 await asyncio.gather(
-                    schedule_wave(wave + 1) if wave + 1 < waves else asyncio.sleep(0),
-                    act_on_wave(wave),
+                    run.schedule(wave + 1) if wave + 1 < waves else asyncio.sleep(0),
+                    run.act_on(wave),
                 )
-            groups = {g: {j for j, x in plan.items() if x == g} for g in range(6)}
-            expected_dead = groups[4]
-            async with asyncio.timeout(300):
-                while True:
-                    done = (
-                        await client.count_workflows(
-                            f'TaskQueue = "{task_queue}" AND WorkflowType = "JobWorkflow" '
-                            'AND ExecutionStatus != "Running"'
-                        )
-                    ).count
-                    if done == len(plan) - len(expected_dead):
-                        break
-                    await asyncio.sleep(1)
+            await eventually(
+                lambda: run.count('ExecutionStatus != "Running"'),
+                lambda done: done == len(plan) - len(expected_dead),
+                timeout=300,
+                interval=1,
+                what="every released job closed",
+            )
             await wait_parked(client, expected_dead, timeout=120)
             elapsed = time.monotonic() - started
             # A second requeue may still be on its way when the jobs have settled.
-            deadline = time.monotonic() + 30
-            while True:
-                state = await dlq_handle.query("state")
-                if state["totals"].get("ignored", 0) >= len(groups[5]):
-                    break
-                if time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.5)
+            state = await eventually(
+                lambda: run.dlq.query("state"),
+                lambda state: state["totals"].get("ignored", 0) >= len(groups[5]),
+                interval=0.5,
+                what="every second requeue ignored",
+            )
             dlq_events = [
                 wf.history_length
                 async for wf in client.list_workflows(f'WorkflowId = "{DLQ_WORKFLOW_ID}"')
             ]
             by_status = {
-                status: (
-                    await client.count_workflows(
-                        f'TaskQueue = "{task_queue}" AND WorkflowType = "JobWorkflow" '
-                        f'AND ExecutionStatus = "{status}"'
-                    )
-                ).count
+                status: await run.count(f'ExecutionStatus = "{status}"')
                 for status in ("Completed", "Failed", "Running")
             }
     finally:

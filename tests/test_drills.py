@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from starter.devserver import free_port
-from tests.drills import DrillRow, Tally, add_row, read_records, wait_for_records
-from tests.processes import JOBS, Workers, cli_env, jobs, jobs_json
-from tests.sqlite_fixtures import sqlite_dev_client, sqlite_dev_server  # noqa: F401
-from tests.test_cli import wait_for
+from starter.dev.devserver import free_port
+from tests.helpers.drills import DrillRow, Tally, add_row, read_records, wait_for_records
+from tests.helpers.processes import JOBS, Workers, cli_env, jobs, jobs_json, wait_for
+from tests.helpers.sqlite_fixtures import sqlite_dev_client, sqlite_dev_server  # noqa: F401
 
-pytestmark = [pytest.mark.devserver, pytest.mark.drill]
+pytestmark = [pytest.mark.devserver, pytest.mark.drill, pytest.mark.timeout(300)]
 
 
 def test_sigkill_worker_mid_job_then_a_second_worker_finishes_it(
@@ -119,6 +118,8 @@ def test_jobs_dev_keeps_every_job_across_restarts(tmp_path: Path) -> None:
     def stop_stack(proc: subprocess.Popen[str]) -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
+        assert proc.stdout is not None
+        proc.stdout.close()
         with socket.socket() as probe:  # the dev server went down with it
             assert probe.connect_ex(("127.0.0.1", port)) != 0
 
@@ -142,3 +143,5 @@ def test_jobs_dev_keeps_every_job_across_restarts(tmp_path: Path) -> None:
         if stack.poll() is None:
             os.killpg(stack.pid, signal.SIGKILL)
             stack.wait()
+        if stack.stdout is not None:
+            stack.stdout.close()

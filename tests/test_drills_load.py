@@ -1,5 +1,5 @@
 """Failure drills under load, against real processes: a dev server on its SQLite file and
-``jobs worker`` subprocesses. Each drill prints a report row (see tests/drills.py)."""
+``jobs worker`` subprocesses. Each drill prints a report row (see tests/helpers/drills.py)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,20 @@ from temporalio.client import Client
 
 from activities.registry import load_handlers
 from starter import operations
-from starter.devserver import DevServer
-from tests.drills import DrillRow, Tally, add_row, read_records, size, wait_for_records
-from tests.httpserver import serve
-from tests.processes import Workers, cli_env
-from tests.sqlite_fixtures import sqlite_dev_client, sqlite_dev_server  # noqa: F401
+from starter.dev.devserver import DevServer
+from tests.helpers.drills import DrillRow, Tally, add_row, read_records, size, wait_for_records
+from tests.helpers.httpserver import serve
+from tests.helpers.processes import Workers, cli_env
+from tests.helpers.sqlite_fixtures import sqlite_dev_client, sqlite_dev_server  # noqa: F401
 from workflows.backoff import retry_delay_bounds
 from workflows.models import JobReport, JobStatus
 
-pytestmark = [pytest.mark.devserver, pytest.mark.drill]
+# Minutes by design (hundreds of jobs through kills and restarts; more at full size).
+pytestmark = [
+    pytest.mark.devserver,
+    pytest.mark.drill,
+    pytest.mark.timeout(size(ci=600, full=1800)),
+]
 
 HANDLERS = load_handlers("tests.handlers").names()
 
@@ -39,12 +44,14 @@ UNREACHED = {"ConnectError", "ConnectTimeout", "PoolTimeout"}
 ANSWERED_LATE = {"ReadTimeout", "WriteTimeout", "RemoteProtocolError", "ReadError"}
 
 
-async def schedule_all(client: Client, specs: list[dict[str, Any]], concurrency: int = 20) -> None:
+async def schedule_all(
+    client: Client, queue: str, specs: list[dict[str, Any]], concurrency: int = 20
+) -> None:
     limit = asyncio.Semaphore(concurrency)
 
     async def one(spec: dict[str, Any]) -> None:
         async with limit:
-            await operations.schedule(client, spec, HANDLERS)
+            await operations.schedule(client, spec, HANDLERS, task_queue=queue)
 
     await asyncio.gather(*(one(spec) for spec in specs))
 
@@ -70,22 +77,17 @@ def lags(records: list[dict[str, Any]]) -> list[float]:
     return [r["at"] - r["scheduled_at"] for r in first.values()]
 
 
-@pytest.fixture
-def queue_env(cli: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """In-process scheduling goes to the same task queue as the worker subprocesses."""
-    monkeypatch.setenv("JOBS_TASK_QUEUE", cli["JOBS_TASK_QUEUE"])
-    return cli
-
-
 async def test_drill_worker_sigkill_under_load(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
     count = 50
     records = tmp_path / "records.jsonl"
     doomed, survivor = workers.start(), workers.start()
     ids = {f"load-{uuid.uuid4().hex[:6]}-{i}" for i in range(count)}
     await schedule_all(
-        dev_client, [record_spec(i, records, lease=3, payload={"seconds": 10}) for i in ids]
+        dev_client,
+        task_queue,
+        [record_spec(i, records, lease=3, payload={"seconds": 10}) for i in ids],
     )
     wait_for_records(records, count, "start")
     await asyncio.sleep(3)  # every job is mid-run
@@ -120,11 +122,10 @@ async def test_drill_worker_sigkill_under_load(
 
 
 async def test_drill_server_sigkill_and_restart(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     count = size(ci=200, full=500)
     queue = f"restart-{uuid.uuid4().hex[:6]}"
-    monkeypatch.setenv("JOBS_TASK_QUEUE", queue)
     records = tmp_path / "records.jsonl"
     server = DevServer(db_file=tmp_path / "temporal.db")
     client = await server.start()
@@ -135,6 +136,7 @@ async def test_drill_server_sigkill_and_restart(
         ids = [f"restart-{i}" for i in range(count)]
         await schedule_all(
             client,
+            queue,
             [
                 {
                     **record_spec(job_id, records),
@@ -188,7 +190,7 @@ def datetime_from(epoch: float) -> str:
 
 
 async def test_drill_graceful_shutdown_hands_over_without_spending_an_attempt(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
     records = tmp_path / "records.jsonl"
     leaving = workers.start("--shutdown-grace", "4", "--max-concurrent-jobs", "8")
@@ -198,6 +200,7 @@ async def test_drill_graceful_shutdown_hands_over_without_spending_an_attempt(
     late = [f"late-{tag}-{i}" for i in range(4)]
     await schedule_all(
         dev_client,
+        task_queue,
         [record_spec(i, records, lease=5, payload={"seconds": 1.5}) for i in short]
         + [record_spec(i, records, lease=5, max_attempts=1, payload={"seconds": 30}) for i in long],
     )
@@ -205,7 +208,7 @@ async def test_drill_graceful_shutdown_hands_over_without_spending_an_attempt(
     leaving.send_signal(signal.SIGTERM)
     stopped_at = time.monotonic()
     await asyncio.sleep(1)
-    await schedule_all(dev_client, [record_spec(i, records, lease=5) for i in late])
+    await schedule_all(dev_client, task_queue, [record_spec(i, records, lease=5) for i in late])
     await asyncio.sleep(1)
     staying = workers.start()
     assert await asyncio.to_thread(leaving.wait, 30) == 0
@@ -243,13 +246,14 @@ async def test_drill_graceful_shutdown_hands_over_without_spending_an_attempt(
 
 
 async def test_drill_long_cpu_bound_job_with_a_short_lease_runs_once(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
     records = tmp_path / "records.jsonl"
     workers.start()
     job_id = f"spin-{uuid.uuid4().hex[:6]}"
     await schedule_all(
         dev_client,
+        task_queue,
         [
             record_spec(
                 job_id, records, lease=1, max_attempts=3, payload={"seconds": 5, "spin": True}
@@ -275,7 +279,7 @@ async def test_drill_long_cpu_bound_job_with_a_short_lease_runs_once(
 
 
 async def test_drill_herd_due_in_the_same_second(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers, tmp_path: Path
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
     count = size(ci=500, full=2000)
     records = tmp_path / "records.jsonl"
@@ -287,6 +291,7 @@ async def test_drill_herd_due_in_the_same_second(
     ids = [f"herd-{tag}-{i}" for i in range(count)]
     await schedule_all(
         dev_client,
+        task_queue,
         [
             {
                 **record_spec(i, records),
@@ -319,7 +324,7 @@ async def test_drill_herd_due_in_the_same_second(
 
 
 async def test_drill_retry_storm_against_a_recovering_endpoint(
-    dev_client: Client, queue_env: dict[str, str], workers: Workers
+    dev_client: Client, task_queue: str, workers: Workers
 ) -> None:
     count = size(ci=200, full=500)
     base, jitter = 1.0, 0.3
@@ -335,6 +340,7 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
         recover_wall = due + 20
         await schedule_all(
             dev_client,
+            task_queue,
             [
                 {
                     "id": i,

@@ -16,8 +16,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
-from starter import client as client_module
-from starter.client import (
+from connection import client as client_module
+from connection.client import (
     DEFAULT_ADDRESS,
     DEFAULT_NAMESPACE,
     config_file,

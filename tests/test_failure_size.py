@@ -36,7 +36,7 @@ from activities.failure_size import (
 from activities.registry import HandlerRegistry, JobContext, PermanentError, load_handlers
 from bench.meter import MeteredServer
 from starter import operations
-from tests.conftest import end_singletons
+from tests.helpers.temporal import end_singletons
 from worker import WorkerSettings, build_worker
 from workflows.models import AttemptRecord, HeartbeatState, JobReport, JobStatus
 

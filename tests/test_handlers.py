@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from starter import operations
-from tests.conftest import running_worker
-from tests.httpserver import serve
-from tests.test_job_workflow import HANDLERS, finished, submit, wait_for_status
+from tests.helpers.httpserver import serve
+from tests.helpers.jobs import HANDLERS, finished, submit, wait_for_status
+from tests.helpers.temporal import running_worker
 from workflows.models import JobStatus
 
 
 @pytest.fixture(autouse=True)
-def _queue(task_queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+def _allow_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOBS_HTTP_ALLOWED_HOSTS", "127.0.0.1")  # the endpoint is on loopback
 
 
@@ -25,6 +26,7 @@ async def test_http_post_success_sends_body_and_idempotency_key(
         async with running_worker(ts_env.client, task_queue):
             handle = await submit(
                 ts_env,
+                task_queue,
                 handler="http.post",
                 delay=0,
                 payload={"url": f"{endpoint.url}/status/201", "json": {"order": 7}},
@@ -52,12 +54,14 @@ async def test_http_post_4xx_is_permanent_but_408_429_and_5xx_retry(
         async with running_worker(ts_env.client, task_queue):
             handle = await submit(
                 ts_env,
+                task_queue,
                 handler="http.post",
                 delay=0,
                 max_attempts=3,
                 backoff_base=1,
                 payload={"url": f"{endpoint.url}/status/{code}"},
             )
+            await ts_env.sleep(timedelta(seconds=20))  # the retry backoffs, skipped
             report = await wait_for_status(ts_env, handle.id, JobStatus.DEAD)
     assert len(endpoint.hits) == attempts == len(report.attempts)
     assert {a.error_type for a in report.attempts} == {error_type}
@@ -68,7 +72,9 @@ async def test_http_post_without_a_url_is_permanent(
     ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     async with running_worker(ts_env.client, task_queue):
-        handle = await submit(ts_env, handler="http.post", delay=0, payload={"url": "ftp://x"})
+        handle = await submit(
+            ts_env, task_queue, handler="http.post", delay=0, payload={"url": "ftp://x"}
+        )
         report = await wait_for_status(ts_env, handle.id, JobStatus.DEAD)
     assert [a.error for a in report.attempts] == ["payload.url must be an http(s) URL"]
 
@@ -77,7 +83,7 @@ async def test_log_handler_and_a_worker_without_the_handler(
     ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     async with running_worker(ts_env.client, task_queue):
-        logged = await submit(ts_env, handler="log", delay=0, payload={"m": 1})
+        logged = await submit(ts_env, task_queue, handler="log", delay=0, payload={"m": 1})
         assert (await finished(ts_env, logged)).result == {"logged": True}
         # The submitting side knew the name, this worker does not: permanent, not retried.
         now = await ts_env.get_current_time()
@@ -86,6 +92,7 @@ async def test_log_handler_and_a_worker_without_the_handler(
             {"name": "t", "handler": "only.elsewhere", "delay": 0},
             [*HANDLERS, "only.elsewhere"],
             now=now,
+            task_queue=task_queue,
         )
         report = await wait_for_status(ts_env, job.job_id, JobStatus.DEAD)
     assert [a.error_type for a in report.attempts] == ["UnknownHandlerError"]

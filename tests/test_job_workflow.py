@@ -2,41 +2,28 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.registry import load_handlers
 from starter import operations
 from starter.errors import InvalidTransition
-from tests.conftest import running_worker
+from tests.helpers.jobs import finished, submit, wait_for_status
+from tests.helpers.temporal import running_worker
 from workflows.backoff import retry_delay_bounds
-from workflows.models import JobReport, JobStatus
-
-HANDLERS = load_handlers("tests.handlers").names()
-
-
-async def submit(env: WorkflowEnvironment, **spec: Any) -> WorkflowHandle[Any, JobReport]:
-    """Schedule on the time-skipping server. No dispatch lead by default: an attempt waiting in
-    the worker for its run_at waits in real time, which the test server cannot skip (the
-    pre-dispatch path is tested on the dev server, tests/test_dispatch.py)."""
-    now = await env.get_current_time()
-    spec = {"name": "t", "dispatch_lead": 0, **spec}
-    scheduled = await operations.schedule(env.client, spec, HANDLERS, now=now)
-    return env.client.get_workflow_handle(scheduled.job_id, result_type=JobReport)
+from workflows.models import JobStatus
 
 
 async def test_job_due_in_three_hours_runs_at_its_time_and_not_before(
-    ts_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     async with running_worker(ts_env.client, task_queue):
         start = await ts_env.get_current_time()
-        handle = await submit(ts_env, handler="demo.sleep", payload={"seconds": 0}, delay="3h")
+        handle = await submit(
+            ts_env, task_queue, handler="demo.sleep", payload={"seconds": 0}, delay="3h"
+        )
         await ts_env.sleep(timedelta(hours=2, minutes=59))
         early = await operations.status(ts_env.client, handle.id)
         assert early.status == JobStatus.SCHEDULED and early.attempts == []
@@ -49,12 +36,12 @@ async def test_job_due_in_three_hours_runs_at_its_time_and_not_before(
 
 
 async def test_retry_delays_fall_inside_the_jitter_bounds(
-    ts_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     async with running_worker(ts_env.client, task_queue):
         handle = await submit(
             ts_env,
+            task_queue,
             handler="demo.sleep",
             payload={"seconds": 0, "fail_times": 5},
             delay=0,
@@ -76,11 +63,10 @@ async def test_retry_delays_fall_inside_the_jitter_bounds(
 
 
 async def test_permanent_error_is_not_retried_and_the_job_waits_dead(
-    ts_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     async with running_worker(ts_env.client, task_queue):
-        handle = await submit(ts_env, handler="test.permanent", delay=0, max_attempts=5)
+        handle = await submit(ts_env, task_queue, handler="test.permanent", delay=0, max_attempts=5)
         report = await wait_for_status(ts_env, handle.id, JobStatus.DEAD)
         assert len(report.attempts) == 1
         assert report.attempts[0].error_type == "PermanentError"
@@ -91,12 +77,12 @@ async def test_permanent_error_is_not_retried_and_the_job_waits_dead(
 
 
 async def test_exhausted_job_is_dead_and_requeue_runs_a_fresh_round(
-    ts_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     async with running_worker(ts_env.client, task_queue):
         handle = await submit(
             ts_env,
+            task_queue,
             handler="demo.sleep",
             payload={"seconds": 0, "fail_times": 3},
             delay=0,
@@ -118,11 +104,12 @@ async def test_exhausted_job_is_dead_and_requeue_runs_a_fresh_round(
 
 
 async def test_pause_holds_a_job_past_its_time_and_resume_releases_it(
-    ts_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     async with running_worker(ts_env.client, task_queue):
-        handle = await submit(ts_env, handler="demo.sleep", payload={"seconds": 0}, delay="1h")
+        handle = await submit(
+            ts_env, task_queue, handler="demo.sleep", payload={"seconds": 0}, delay="1h"
+        )
         paused = await operations.pause(ts_env.client, handle.id)
         assert paused.status == JobStatus.PAUSED
         await ts_env.sleep(timedelta(hours=2))
@@ -136,12 +123,11 @@ async def test_pause_holds_a_job_past_its_time_and_resume_releases_it(
     assert report.status == JobStatus.DONE and len(report.attempts) == 1
 
 
-async def test_pause_until_resumes_by_itself(
-    ts_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+async def test_pause_until_resumes_by_itself(ts_env: WorkflowEnvironment, task_queue: str) -> None:
     async with running_worker(ts_env.client, task_queue):
-        handle = await submit(ts_env, handler="demo.sleep", payload={"seconds": 0}, delay="10m")
+        handle = await submit(
+            ts_env, task_queue, handler="demo.sleep", payload={"seconds": 0}, delay="10m"
+        )
         until = await ts_env.get_current_time() + timedelta(hours=5)
         await operations.pause(ts_env.client, handle.id, until=until)
         report = await finished(ts_env, handle)
@@ -149,12 +135,13 @@ async def test_pause_until_resumes_by_itself(
 
 
 async def test_trigger_runs_now_and_cannot_run_twice(
-    ts_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     async with running_worker(ts_env.client, task_queue):
         start = await ts_env.get_current_time()
-        handle = await submit(ts_env, handler="demo.sleep", payload={"seconds": 0}, delay="30d")
+        handle = await submit(
+            ts_env, task_queue, handler="demo.sleep", payload={"seconds": 0}, delay="30d"
+        )
         await operations.trigger(ts_env.client, handle.id)
         report = await finished(ts_env, handle)
         assert report.attempts[0].started_at - start < timedelta(minutes=1)
@@ -163,11 +150,12 @@ async def test_trigger_runs_now_and_cannot_run_twice(
 
 
 async def test_cancel_before_run_time_never_runs(
-    ts_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     async with running_worker(ts_env.client, task_queue):
-        handle = await submit(ts_env, handler="demo.sleep", payload={"seconds": 0}, delay="2h")
+        handle = await submit(
+            ts_env, task_queue, handler="demo.sleep", payload={"seconds": 0}, delay="2h"
+        )
         await operations.cancel(ts_env.client, handle.id)
         with pytest.raises(WorkflowFailureError):
             await finished(ts_env, handle)
@@ -176,12 +164,11 @@ async def test_cancel_before_run_time_never_runs(
 
 
 async def test_cancel_reaches_a_running_handler_through_the_heartbeat(
-    ts_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+    ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     async with running_worker(ts_env.client, task_queue):
         handle = await submit(
-            ts_env, handler="demo.sleep", payload={"seconds": 60}, delay=0, lease=2
+            ts_env, task_queue, handler="demo.sleep", payload={"seconds": 60}, delay=0, lease=2
         )
         await wait_for_status(ts_env, handle.id, JobStatus.RUNNING)
         await operations.cancel(ts_env.client, handle.id)
@@ -190,24 +177,3 @@ async def test_cancel_reaches_a_running_handler_through_the_heartbeat(
         report = await operations.status(ts_env.client, handle.id)
     assert report.status == JobStatus.CANCELLED
     assert [a.outcome for a in report.attempts] == ["cancelled"]
-
-
-async def finished(env: WorkflowEnvironment, handle: WorkflowHandle[Any, JobReport]) -> JobReport:
-    """The job's result, letting the server skip time while we wait (as execute_workflow does)."""
-    async with env.time_skipping_unlocked():  # type: ignore[attr-defined]
-        return await handle.result()
-
-
-async def wait_for_status(
-    env: WorkflowEnvironment, job_id: str, wanted: JobStatus, timeout: float = 30
-) -> JobReport:
-    """Poll ``status`` (real time) until it reports ``wanted``."""
-    # Real time: unlocking time skipping with nothing scheduled would jump to the workflow's
-    # 10-year default timeout on the test server.
-    async with asyncio.timeout(timeout):
-        while True:
-            report = await operations.status(env.client, job_id)
-            assert isinstance(report, JobReport)
-            if report.status == wanted:
-                return report
-            await asyncio.sleep(0.2)

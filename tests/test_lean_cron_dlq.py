@@ -1,7 +1,8 @@
 """What a cron slot and a dead-letter round trip cost Temporal, read from real histories on the
-time-skipping server (issue 14): a slot's end comes from the child's completion (no
-``slot_finished`` signal, no second timer, no ``JobRunAt`` upsert per slot), and a job reaches a
-running DLQ by one signal per message, never an activity plus a signal-with-start."""
+time-skipping server, or the dev server where real time matters (issue 14): a slot's end comes
+from the child's completion (no ``slot_finished`` signal, no second timer, no ``JobRunAt``
+upsert per slot), and a job reaches a running DLQ by one signal per message, never an activity
+plus a signal-with-start."""
 
 from __future__ import annotations
 
@@ -16,23 +17,21 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities import metrics
-from starter import binaries, dlq, operations
-from starter.devserver import free_port
-from tests.conftest import running_worker
-from tests.test_cron_workflow import report, settle, start_cron
-from tests.test_dlq import POISON_ONCE, wait_for_log
-from tests.test_job_workflow import finished, submit, wait_for_status
-from tests.test_metrics import parse, scrape, total
-from workflows.cron_workflow import CRON_MEMO_KEY, next_run_from_memo
-from workflows.job_workflow import SLOT_END_MEMO_KEY
-from workflows.models import DLQ_WORKFLOW_ID, SEARCH_ATTRIBUTES, CronUpdate, JobStatus
+from starter import dlq, operations
+from starter.dev import binaries
+from starter.dev.devserver import free_port
+from tests.helpers.cron import report, settle, start_cron
+from tests.helpers.dlq import POISON_ONCE, wait_for_log
+from tests.helpers.jobs import finished, submit, wait_for_status
+from tests.helpers.prometheus import parse, scrape, total
+from tests.helpers.temporal import end_singletons, running_worker
+from workflows.cron_rules import next_run_from_memo
+from workflows.models import SEARCH_ATTRIBUTES, CronUpdate, JobStatus
+from workflows.names import DLQ_WORKFLOW_ID
+from workflows.names import MEMO_SCHEDULE as CRON_MEMO_KEY
+from workflows.names import MEMO_SLOT_END as SLOT_END_MEMO_KEY
 
 E = EventType
-
-
-@pytest.fixture(autouse=True)
-def _queue(task_queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
 
 
 async def history(client: Client, workflow_id: str) -> WorkflowHistory:
@@ -128,14 +127,17 @@ async def test_a_cron_slot_costs_one_timer_and_a_child_start_and_nothing_else(
 
 
 async def test_buffered_slot_starts_when_the_child_ends_on_the_same_timer(
-    ts_env: WorkflowEnvironment, task_queue: str
+    dev_client: Client, task_queue: str
 ) -> None:
     """buffer_one: the slot buffered behind a running child starts at that child's completion
     (no signal); the wake-up does not cost the next slot a second timer. (Ended by a cancel,
-    not a pause: no update, so nothing here waits on an update's round trip under load.)"""
-    async with running_worker(ts_env.client, task_queue):
+    not a pause: no update, so nothing here waits on an update's round trip under load.)
+
+    Real time, so on the dev server: the handler sleeps in real time, which a time-skipping
+    server would not wait for before expiring its lease."""
+    async with running_worker(dev_client, task_queue):
         cron = await start_cron(
-            ts_env,
+            dev_client,
             task_queue,
             cron="*/2 * * * * *",
             handler="demo.sleep",
@@ -143,12 +145,13 @@ async def test_buffered_slot_starts_when_the_child_ends_on_the_same_timer(
             overlap="buffer_one",
             lease=2,
         )
-        await asyncio.sleep(9)  # real time: the handler sleeps in real time
+        await asyncio.sleep(9)
         await cron.cancel()
         with pytest.raises(WorkflowFailureError):
             await cron.result()
-        final = await report(ts_env, cron.id)
-        parent = await history(ts_env.client, cron.id)
+        final = await report(dev_client, cron.id)
+        parent = await history(dev_client, cron.id)
+    await end_singletons(dev_client)
     buffered = {r.slot for r in final.recent_slots if r.outcome == "buffered"}
     ran = [r for r in final.recent_slots if r.outcome == "ran"]
     started = buffered & {r.slot for r in ran}
@@ -217,9 +220,9 @@ async def test_a_running_dlq_gets_one_signal_per_park_and_per_release(
     DLQ through the signal-with-start activity."""
     client = ts_env.client
     async with running_worker(client, task_queue):
-        first = await submit(ts_env, delay=0, **POISON_ONCE)
+        first = await submit(ts_env, task_queue, delay=0, **POISON_ONCE)
         await wait_for_log(client, "parked", first.id)
-        job = await submit(ts_env, delay=0, **POISON_ONCE)
+        job = await submit(ts_env, task_queue, delay=0, **POISON_ONCE)
         await wait_for_log(client, "parked", job.id)
         await job.signal("requeue")  # the bare path: straight to the job
         done = await finished(ts_env, job)
@@ -249,7 +252,7 @@ async def test_a_release_with_no_dlq_running_does_not_restart_it(
     """Before: the release report's signal-with-start started a fresh DLQ just to log it."""
     client = ts_env.client
     async with running_worker(client, task_queue):
-        job = await submit(ts_env, delay=0, **POISON_ONCE)
+        job = await submit(ts_env, task_queue, delay=0, **POISON_ONCE)
         await wait_for_log(client, "parked", job.id)
         dlq = client.get_workflow_handle(DLQ_WORKFLOW_ID)
         await dlq.terminate("test: the DLQ is gone")
@@ -277,7 +280,7 @@ async def test_jobs_dead_is_counted_once_per_park_by_the_alert(task_queue: str) 
     try:
         await register_search_attributes(env.client)
         async with running_worker(env.client, task_queue):
-            jobs = [await submit(env, delay=0, **POISON_ONCE) for _ in range(3)]
+            jobs = [await submit(env, task_queue, delay=0, **POISON_ONCE) for _ in range(3)]
             for job in jobs:
                 await wait_for_log(env.client, "parked", job.id)
             async with asyncio.timeout(30):

@@ -29,7 +29,8 @@ from temporalio.worker import Replayer
 from activities.registry import load_handlers
 from bench.meter import MeteredServer
 from starter import operations
-from tests.conftest import running_worker
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import running_worker
 from worker import WORKFLOWS, sandbox_runner
 from workflows.models import JOB_STATUS, JobReport, JobStatus
 
@@ -162,14 +163,17 @@ async def test_pause_resume_dead_requeue_and_discard_are_written_for_listings(la
 
 async def in_backoff(client: Client, job_id: str, timeout: float = 30) -> None:
     """Until the job's first attempt has failed and its retry waits out the backoff."""
-    async with asyncio.timeout(timeout):
-        while True:
-            desc = await client.get_workflow_handle(job_id).describe()
-            pending = desc.raw_description.pending_activities
-            scheduled = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
-            if pending and pending[0].attempt == 2 and pending[0].state == scheduled:
-                return
-            await asyncio.sleep(0.2)
+    scheduled = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+    await eventually(
+        client.get_workflow_handle(job_id).describe,
+        lambda desc: (
+            (pending := desc.raw_description.pending_activities)
+            and pending[0].attempt == 2
+            and pending[0].state == scheduled
+        ),
+        timeout=timeout,
+        what=f"{job_id} waiting out its retry backoff",
+    )
 
 
 async def test_a_cancel_during_the_retry_backoff_keeps_the_attempts(lab: Lab) -> None:

@@ -13,15 +13,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from temporalio.client import Client
 
 from activities import metrics
 from activities.registry import load_handlers
 from starter import operations
-from starter.devserver import free_port
-from tests.processes import Workers, jobs
+from starter.dev.devserver import free_port
+from tests.helpers.poll import eventually
+from tests.helpers.processes import Workers, jobs
+from tests.helpers.prometheus import parse, scrape, total
 from workflows.models import JobStatus
 
 pytestmark = [
@@ -29,8 +30,6 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for sockets"),
 ]
 HANDLERS = load_handlers("tests.handlers").names()
-SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(?:\{(.*)\})? (\S+)$")
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 COUNTERS = (metrics.STARTED, metrics.SUCCEEDED, metrics.FAILED_ATTEMPTS, metrics.DEAD)
 
 # Per handler: (started, succeeded, failed attempts, dead) for the jobs scheduled below.
@@ -43,32 +42,6 @@ EXPECTED = {
     "test.permanent": (1, 0, 1, 1),
 }
 RETRY_BACKOFF = 6.0  # the flaky job's retry is due this long after its failure
-
-
-def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """The samples of a Prometheus text exposition: (name, labels, value)."""
-    samples = []
-    for line in text.splitlines():
-        match = SAMPLE.match(line)
-        if match and not line.startswith("#"):
-            name, labels, value = match.groups()
-            samples.append((name, dict(LABEL.findall(labels or "")), float(value)))
-    return samples
-
-
-def total(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
-    """The sum of ``name`` over every series whose labels include ``labels``."""
-    return sum(
-        value
-        for sample, have, value in samples
-        if sample == name and all(have.get(k) == v for k, v in labels.items())
-    )
-
-
-def scrape(port: int, host: str = "127.0.0.1") -> str:
-    response = httpx.get(f"http://{host}:{port}/metrics", timeout=5)
-    response.raise_for_status()
-    return response.text
 
 
 def counts(text: str, queue: str) -> dict[str, tuple[int, ...]]:
@@ -105,30 +78,28 @@ def listening(pid: int) -> set[tuple[str, int]]:
 
 
 @pytest.fixture
-def queue_env(cli: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """In-process scheduling goes to the test's queue, as the ``jobs`` subprocesses do."""
-    monkeypatch.setenv("JOBS_TASK_QUEUE", cli["JOBS_TASK_QUEUE"])
+def queue_env(cli: dict[str, str]) -> dict[str, str]:
+    """The workers' environment, without whatever metrics settings the test's shell has."""
     for name in ("JOBS_METRICS_PORT", "JOBS_METRICS_HOST"):  # whatever the test's shell has
         cli.pop(name, None)
     return cli
 
 
-async def schedule(client: Client, name: str, handler: str, **spec: Any) -> str:
+async def schedule(client: Client, queue: str, name: str, handler: str, **spec: Any) -> str:
     job_id = f"metrics-{name}-{uuid.uuid4().hex[:8]}"
     data = {"id": job_id, "name": name, "handler": handler, "delay": 0, **spec}
-    await operations.schedule(client, data, HANDLERS)
+    await operations.schedule(client, data, HANDLERS, task_queue=queue)
     return job_id
 
 
 async def wait_settled(client: Client, job_id: str, status: JobStatus, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    report: Any = None
-    while time.monotonic() < deadline:
-        report = await operations.status(client, job_id)
-        if report.status == status:
-            return
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"{job_id} never reached {status}: {report}")
+    await eventually(
+        lambda: operations.status(client, job_id),
+        lambda report: report.status == status,
+        timeout=timeout,
+        interval=0.3,
+        what=f"{job_id} {status}",
+    )
 
 
 async def test_worker_serves_job_and_sdk_metrics_per_handler(
@@ -140,10 +111,11 @@ async def test_worker_serves_job_and_sdk_metrics_per_handler(
     assert f"metrics on http://127.0.0.1:{port}/metrics" in workers.log_of(worker)
     assert listening(worker.pid) == {("127.0.0.1", port)}  # loopback unless told otherwise
 
-    settle = [await schedule(dev_client, "ok", "log") for _ in range(3)]
+    settle = [await schedule(dev_client, queue, "ok", "log") for _ in range(3)]
     settle.append(
         await schedule(
             dev_client,
+            queue,
             "flaky",
             "demo.sleep",
             payload={"seconds": 0.3, "fail_times": 1},
@@ -154,12 +126,13 @@ async def test_worker_serves_job_and_sdk_metrics_per_handler(
     dead = [
         await schedule(
             dev_client,
+            queue,
             "poison",
             "demo.sleep",
             payload={"seconds": 0, "always_fail": True},
             max_attempts=1,
         ),
-        await schedule(dev_client, "permanent", "test.permanent"),
+        await schedule(dev_client, queue, "permanent", "test.permanent"),
     ]
     for job_id in settle:
         await wait_settled(dev_client, job_id, JobStatus.DONE)

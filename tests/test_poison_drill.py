@@ -30,13 +30,13 @@ from temporalio.client import Client
 
 from activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE
 from starter import operations
-from starter.devserver import die_with_parent
-from tests.drills import DrillRow, add_row, read_records
+from starter.dev.devserver import die_with_parent
+from tests.helpers.drills import DrillRow, add_row, read_records
+from tests.helpers.processes import JOBS, ROOT, Workers, jobs_json
 from tests.hostile.common import normal_job_completes
-from tests.processes import JOBS, ROOT, Workers, jobs_json
 from workflows.models import JobReport, JobStatus
 
-pytestmark = [pytest.mark.devserver, pytest.mark.drill]
+pytestmark = [pytest.mark.devserver, pytest.mark.drill, pytest.mark.timeout(300)]
 
 STALL_LIMIT = 4.0  # JOBS_LOOP_STALL_LIMIT of the drill's workers
 WORKER_ENV = {

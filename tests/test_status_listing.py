@@ -9,10 +9,9 @@ time, not running first; the board has a place for cancelled (and discarded) job
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,8 +22,10 @@ from temporalio.client import Client
 from starter import dlq, operations, render
 from starter.board import Snapshot
 from starter.errors import InvalidTransition
-from tests.conftest import end_singletons, running_worker
-from workflows.job_workflow import JobWorkflow, start_search_attributes
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import end_singletons, running_worker
+from workflows.job_rules import start_search_attributes
+from workflows.job_workflow import JobWorkflow
 from workflows.jobstatus import JobView
 from workflows.models import JobStatus, parse_spec
 
@@ -60,24 +61,14 @@ async def view(client: Client, job_id: str) -> JobView:
     return report
 
 
-async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    async with asyncio.timeout(WAIT):
-        while not await check():
-            await asyncio.sleep(0.3)
-
-
 async def reaches(client: Client, job_id: str, status: JobStatus) -> JobView:
-    seen: list[JobView] = []
-
-    async def check() -> bool:
-        seen.append(await view(client, job_id))
-        return seen[-1].status == status
-
-    try:
-        await until(check, f"{job_id} {status}")
-    except TimeoutError:
-        pytest.fail(f"{job_id} never became {status}: last {seen[-1].status if seen else None}")
-    return seen[-1]
+    return await eventually(
+        lambda: view(client, job_id),
+        lambda seen: seen.status == status,
+        timeout=WAIT,
+        interval=0.3,
+        what=f"{job_id} {status}",
+    )
 
 
 async def listed(client: Client, status: JobStatus | None) -> list[operations.JobRow]:
@@ -87,13 +78,10 @@ async def listed(client: Client, status: JobStatus | None) -> list[operations.Jo
 async def appears(client: Client, job_id: str, status: JobStatus) -> None:
     """Visibility is eventually consistent: the job shows under ``status`` soon."""
 
-    async def check() -> bool:
+    async def listed_here() -> bool:
         return job_id in {row.job_id for row in await listed(client, status)}
 
-    try:
-        await until(check, f"{job_id} listed as {status}")
-    except TimeoutError:
-        pytest.fail(f"{job_id} is not listed under --status {status}")
+    await eventually(listed_here, timeout=WAIT, interval=0.3, what=f"{job_id} listed as {status}")
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +231,7 @@ async def test_newest_first_is_by_the_jobs_time_not_running_first(jobs: Jobs) ->
     async def complete() -> bool:
         return mine <= {r.job_id for r in await listed(jobs.client, None)}
 
-    await until(complete, "all listed")
+    await eventually(complete, timeout=WAIT, interval=0.3, what="all listed")
     rows = [r for r in await listed(jobs.client, None) if r.job_id in mine]
     order = [r.job_id for r in rows]
     assert order[:3] == [later[0], later[2], later[1]], order
@@ -271,22 +259,24 @@ async def test_the_board_shows_the_same_status(jobs: Jobs) -> None:
         "paused": ("scheduled", JobStatus.PAUSED),
         "done": ("done", JobStatus.DONE),
     }
-    found: dict[str, tuple[str, str]] = {}
 
-    async def check() -> bool:
+    async def places() -> dict[str, tuple[str, str]]:
         board = await Snapshot(jobs.client, datetime.now(UTC)).build()
         where = {c.job_id: (name, c) for name, col in board.columns.items() for c in col.cards}
-        found.clear()
+        found: dict[str, tuple[str, str]] = {}
         for label in wanted:
             if jobs.ids[label] in where:
                 name, card = where[jobs.ids[label]]
                 found[label] = (name, card.status)
-        return all(found.get(label) == want for label, want in wanted.items())
+        return found
 
-    try:
-        await until(check, "board")
-    except TimeoutError:
-        pytest.fail(f"board: {found} != {wanted}")
+    await eventually(
+        places,
+        lambda found: all(found.get(label) == want for label, want in wanted.items()),
+        timeout=WAIT,
+        interval=0.3,
+        what=f"board {wanted}",
+    )
     board = await Snapshot(jobs.client, datetime.now(UTC)).build()
     [card] = [c for c in board.columns["running"].cards if c.job_id == jobs.ids["running"]]
     assert card.attempt == 1 and card.attempt_label == "attempt 1 of 8"

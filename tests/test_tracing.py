@@ -38,13 +38,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from starter import tracing
+from connection import tracing
+from connection.client import connect
 from starter.api import create_app
 from starter.cli import cli
-from starter.client import connect
-from starter.devserver import DevServer
-from tests.conftest import running_worker
-from tests.processes import ROOT, cli_env, jobs
+from starter.dev.devserver import DevServer
+from tests.helpers.processes import ROOT, cli_env, jobs
+from tests.helpers.temporal import running_worker
 from workflows.models import JobReport, JobStatus
 
 SWITCHES = (
@@ -153,8 +153,8 @@ async def test_tracing_off_connect_adds_no_interceptor(dev_server: DevServer) ->
 
 PROBE = """
 import asyncio, json, os, sys
-from starter import tracing
-from starter.client import connect
+from connection import tracing
+from connection.client import connect
 
 async def interceptors():
     client = await connect(sys.argv[1], "default")
@@ -208,7 +208,7 @@ def test_a_process_decides_from_its_environment_and_off_imports_nothing(
 
 
 async def schedule_through(
-    entry: Literal["cli", "api"], client: Client, job_id: str, delay: str
+    entry: Literal["cli", "api"], client: Client, job_id: str, delay: str, task_queue: str
 ) -> None:
     """Schedule the way a person does: the ``jobs schedule`` command, or ``POST /jobs``."""
     if entry == "cli":
@@ -221,7 +221,7 @@ async def schedule_through(
         assert result.exit_code == 0, (result.output, result.exception)
         assert json.loads(result.output)["job_id"] == job_id
         return
-    app = create_app(token="", client=client)
+    app = create_app(token="", client=client, task_queue=task_queue)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         body = {
@@ -245,12 +245,12 @@ async def test_one_trace_from_schedule_through_the_workflow_to_the_handler(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TEMPORAL_ADDRESS", dev_server.address)
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)  # the CLI's setting, as in a shell
     monkeypatch.setenv("JOBS_ALLOWED_HANDLERS", "demo.sleep")  # no registry query to wait on
     client = await connect(dev_server.address, "default")  # the worker's client: traced too
     job_id = f"traced-{entry}-{uuid.uuid4().hex[:8]}"
     async with running_worker(client, task_queue):
-        await schedule_through(entry, client, job_id, "0")
+        await schedule_through(entry, client, job_id, "0", task_queue)
         handle = client.get_workflow_handle(job_id, result_type=JobReport)
         async with asyncio.timeout(60):
             report = await handle.result()
@@ -304,12 +304,11 @@ async def test_post_jobs_continues_the_callers_trace(
     memory: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
     monkeypatch.setenv("JOBS_ALLOWED_HANDLERS", "log")
     client = await connect(dev_server.address, "default")
     caller_trace, caller_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     job_id = f"traced-caller-{uuid.uuid4().hex[:8]}"
-    app = create_app(token="", client=client)
+    app = create_app(token="", client=client, task_queue=task_queue)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
     ) as http:

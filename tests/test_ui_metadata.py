@@ -19,9 +19,10 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.registry import load_handlers
 from starter import operations
-from tests.conftest import end_singletons, running_worker
-from workflows.job_workflow import PARK_IN_DLQ, RUN_JOB
-from workflows.models import DLQ_WORKFLOW_ID, CronReport, DlqLogLine, JobReport, JobStatus
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import end_singletons, running_worker
+from workflows.models import CronReport, DlqLogLine, JobReport, JobStatus
+from workflows.names import DLQ_WORKFLOW_ID, PARK_IN_DLQ, RUN_JOB
 from workflows.uitext import moment_text
 
 pytestmark = pytest.mark.devserver
@@ -31,10 +32,7 @@ METADATA_QUERY = "__temporal_workflow_metadata"
 
 
 @pytest.fixture
-async def worker(
-    dev_client: Client, task_queue: str, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[None]:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+async def worker(dev_client: Client, task_queue: str) -> AsyncIterator[None]:
     try:
         async with running_worker(dev_client, task_queue):
             yield
@@ -42,20 +40,21 @@ async def worker(
         await end_singletons(dev_client)
 
 
-async def schedule(client: Client, **spec: Any) -> WorkflowHandle[Any, Any]:
+async def schedule(client: Client, queue: str, **spec: Any) -> WorkflowHandle[Any, Any]:
     spec = {"id": f"ui-{uuid.uuid4().hex[:8]}", **spec}
-    scheduled = await operations.schedule(client, spec, HANDLERS)
+    scheduled = await operations.schedule(client, spec, HANDLERS, task_queue=queue)
     return client.get_workflow_handle(scheduled.job_id)
 
 
 async def wait_status(client: Client, job_id: str, status: JobStatus) -> JobReport:
-    async with asyncio.timeout(60):
-        while True:
-            report = await operations.status(client, job_id)
-            if report.status == status:
-                assert isinstance(report, JobReport)
-                return report
-            await asyncio.sleep(0.2)
+    report = await eventually(
+        lambda: operations.status(client, job_id),
+        lambda report: report.status == status,
+        timeout=60,
+        what=f"{job_id} {status}",
+    )
+    assert isinstance(report, JobReport)
+    return report
 
 
 async def current_details(handle: WorkflowHandle[Any, Any]) -> str:
@@ -87,10 +86,13 @@ async def activity_summaries(client: Client, handle: WorkflowHandle[Any, Any]) -
     }
 
 
-async def test_one_shot_job_reads_like_a_job_board(dev_client: Client, worker: None) -> None:
+async def test_one_shot_job_reads_like_a_job_board(
+    dev_client: Client, task_queue: str, worker: None
+) -> None:
     # Paused and resumed before it is due, so it waits on a timer; then triggered to run now.
     handle = await schedule(
         dev_client,
+        task_queue,
         name="send-report",
         handler="demo.sleep",
         payload={"seconds": 0},
@@ -133,9 +135,12 @@ async def test_one_shot_job_reads_like_a_job_board(dev_client: Client, worker: N
     assert activities == {RUN_JOB: "demo.sleep · round 1 · attempts 1-8 of 8"}
 
 
-async def test_dead_job_shows_its_last_error(dev_client: Client, worker: None) -> None:
+async def test_dead_job_shows_its_last_error(
+    dev_client: Client, task_queue: str, worker: None
+) -> None:
     handle = await schedule(
         dev_client,
+        task_queue,
         name="poison",
         handler="demo.sleep",
         payload={"seconds": 0, "always_fail": True},
@@ -178,9 +183,16 @@ async def test_dead_job_shows_its_last_error(dev_client: Client, worker: None) -
     }
 
 
-async def test_cron_and_its_slot_jobs_carry_summaries(dev_client: Client, worker: None) -> None:
+async def test_cron_and_its_slot_jobs_carry_summaries(
+    dev_client: Client, task_queue: str, worker: None
+) -> None:
     cron = await schedule(
-        dev_client, name="tick", handler="demo.sleep", payload={"seconds": 0}, cron="*/2 * * * * *"
+        dev_client,
+        task_queue,
+        name="tick",
+        handler="demo.sleep",
+        payload={"seconds": 0},
+        cron="*/2 * * * * *",
     )
     try:
         desc = await cron.describe()

@@ -7,14 +7,13 @@ due now through the operations library and waits, by the server's answer, for ``
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from datetime import UTC, datetime
 
 from temporalio.client import Client
 
 from starter import operations
+from tests.helpers.poll import eventually
 
 # A normal job must finish this long after its run_at (the contract: 10 s).
 NORMAL_JOB_DEADLINE = 10.0
@@ -39,13 +38,10 @@ async def normal_job_completes(client: Client, task_queue: str) -> float:
     now = datetime.now(UTC)
     spec = {"id": job_id, "name": "normal", "handler": "log", "payload": {"ok": 1}, "delay": 0}
     await operations.schedule(client, spec, handlers={"log"}, now=now, task_queue=task_queue)
-    deadline = time.monotonic() + NORMAL_JOB_DEADLINE
-    report = None
-    while time.monotonic() < deadline:
-        report = await operations.status(client, job_id)
-        if report.status == "done":
-            return (datetime.now(UTC) - now).total_seconds()
-        await asyncio.sleep(0.2)
-    raise AssertionError(
-        f"normal job {job_id} not done {NORMAL_JOB_DEADLINE}s after run_at: {report}"
+    await eventually(
+        lambda: operations.status(client, job_id),
+        lambda report: report.status == "done",
+        timeout=NORMAL_JOB_DEADLINE,
+        what=f"normal job {job_id} done {NORMAL_JOB_DEADLINE}s after run_at",
     )
+    return (datetime.now(UTC) - now).total_seconds()

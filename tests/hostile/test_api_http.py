@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -30,11 +29,12 @@ from temporalio.client import Client
 
 from starter import operations
 from starter.api import EmbeddedServer, create_app
-from starter.api_errors import ErrorBody
-from starter.api_guards import HOSTS_ENV, LOOPBACK_HOSTS, load_allowed_hosts
-from starter.devserver import free_port
+from starter.api.errors import ErrorBody
+from starter.api.guards import HOSTS_ENV, LOOPBACK_HOSTS, load_allowed_hosts
+from starter.dev.devserver import free_port
 from starter.errors import JobsError, SpecError
-from tests.conftest import end_singletons, running_worker
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
 
 pytestmark = pytest.mark.devserver
@@ -68,7 +68,7 @@ VALID = spec_bytes()
 @pytest.fixture(scope="module")
 async def env(dev_client: Client) -> AsyncIterator[Env]:
     job_id, cron_id = f"target-{uuid.uuid4().hex[:8]}", f"target-cron-{uuid.uuid4().hex[:8]}"
-    async with running_worker(dev_client, QUEUE):
+    async with running_worker(dev_client, QUEUE, publish=True):
         for data in (
             {"id": job_id, "name": "target", "handler": "log", "delay": "1h"},
             {"id": cron_id, "name": "target cron", "handler": "log", "cron": CRON},
@@ -681,10 +681,11 @@ async def test_a_normal_job_still_runs(env: Env) -> None:
 
 
 async def wait_done(client: Client, job_id: str) -> None:
-    deadline = time.monotonic() + 30
-    while (await operations.status(client, job_id)).status != "done":
-        assert time.monotonic() < deadline, f"{job_id} never done"
-        await asyncio.sleep(0.2)
+    await eventually(
+        lambda: operations.status(client, job_id),
+        lambda report: report.status == "done",
+        what=f"{job_id} done",
+    )
 
 
 @pytest.mark.parametrize(

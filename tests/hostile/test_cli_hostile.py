@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from starter.devserver import DevServer
-from tests.conftest import end_singletons, running_worker
+from starter.dev.devserver import DevServer
+from tests.helpers.processes import cli_env, jobs
+from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
-from tests.processes import cli_env, jobs
 from workflows.models import MAX_PAYLOAD_DEPTH
 
 pytestmark = pytest.mark.devserver

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from starter.errors import SpecError
 from starter.operations import validate_spec
-from tests.test_cronmath import accepted, expressions
+from tests.helpers.cronexpr import accepted, expressions
 from workflows.cronmath import (
     MAX_GAP_DAYS,
     CronError,

@@ -26,7 +26,8 @@ from activities.address_guard import AllowList, DestinationRefused
 from activities.builtin import http_post as http_post_handler
 from activities.registry import PermanentError
 from starter import dlq, operations
-from tests.conftest import end_singletons, running_worker
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import normal_job_completes
 from tests.hostile.http_post_support import (
     FakeDNS,
@@ -299,22 +300,23 @@ async def test_https_keeps_the_name_for_sni_and_the_certificate_check(
 
 async def wait_parked(client: Client, job_id: str, timeout: float = 60) -> JobReport:
     """Until the job is dead and the dead-letter queue's index holds it (it is signalled)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    async def look() -> tuple[JobReport, set[str]]:
         report = await operations.status(client, job_id)
         assert isinstance(report, JobReport)
-        parked = {entry.job_id for entry in await dlq.recent_entries(client)}
-        if report.status == JobStatus.DEAD and job_id in parked:
-            return report
-        assert time.monotonic() < deadline, f"{job_id} not parked: {report}"
-        await asyncio.sleep(0.2)
+        return report, {entry.job_id for entry in await dlq.recent_entries(client)}
+
+    report, _ = await eventually(
+        look,
+        lambda seen: seen[0].status == JobStatus.DEAD and job_id in seen[1],
+        timeout=timeout,
+        what=f"{job_id} parked",
+    )
+    return report
 
 
 @pytest.fixture
-async def devserver_worker(
-    dev_client: Client, task_queue: str, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Client]:
-    monkeypatch.setenv("JOBS_TASK_QUEUE", task_queue)
+async def devserver_worker(dev_client: Client, task_queue: str) -> AsyncIterator[Client]:
     try:
         async with running_worker(dev_client, task_queue):
             yield dev_client

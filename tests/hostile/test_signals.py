@@ -16,9 +16,8 @@ import asyncio
 import json
 import os
 import re
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,13 +30,12 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from starter import dlq, operations
-from starter.devserver import DevServer
-from tests.conftest import end_singletons, running_worker
+from starter.dev.devserver import DevServer
+from tests.helpers.poll import eventually
+from tests.helpers.processes import temporal
+from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
-from tests.processes import temporal
 from workflows.models import (
-    DLQ_WORKFLOW_ID,
-    REGISTRY_WORKFLOW_ID,
     CronReport,
     DlqState,
     JobReport,
@@ -45,6 +43,7 @@ from workflows.models import (
     WorkerHandlers,
     parse_spec,
 )
+from workflows.names import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID
 
 pytestmark = [pytest.mark.devserver, pytest.mark.asyncio(loop_scope="session")]
 
@@ -70,16 +69,6 @@ class Targets:
     cron: str  # a CronJobWorkflow
 
 
-async def eventually(
-    probe: Callable[[], Awaitable[bool]], what: str, timeout: float = RECORD_TIMEOUT
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not await probe():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        await asyncio.sleep(0.2)
-
-
 async def schedule(client: Client, queue: str, **spec: Any) -> str:
     job_id = f"{spec.pop('prefix', 'job')}-{uuid.uuid4().hex[:8]}"
     body = {"id": job_id, "name": "hostile-target", **spec}
@@ -94,7 +83,7 @@ async def wait_status(client: Client, job_id: str, status: str) -> None:
     async def reached() -> bool:
         return (await operations.status(client, job_id)).status == status
 
-    await eventually(reached, f"{job_id} {status}")
+    await eventually(reached, what=f"{job_id} {status}", timeout=RECORD_TIMEOUT)
 
 
 async def park_poison(client: Client, queue: str) -> str:
@@ -106,7 +95,7 @@ async def park_poison(client: Client, queue: str) -> str:
     async def indexed() -> bool:
         return any(e.job_id == job_id for e in await dlq.recent_entries(client))
 
-    await eventually(indexed, f"{job_id} in the DLQ index")
+    await eventually(indexed, what=f"{job_id} in the DLQ index", timeout=RECORD_TIMEOUT)
     return job_id
 
 
@@ -414,7 +403,7 @@ async def run_case(client: Client, targets: Targets, case: Case, tmp_path: Path)
         async def recorded() -> bool:
             return await rejections(client, target_id) > before
 
-        await eventually(recorded, f"{case} recorded as rejected")
+        await eventually(recorded, what=f"{case} recorded as rejected", timeout=RECORD_TIMEOUT)
         assert case.expect in await latest_rejection(client, target_id)
     elif case.refused:
         assert answer.returncode != 0, answer.stdout
@@ -565,6 +554,7 @@ async def test_start_family_leaves_everything_working(dev_client: Client, target
     await still_works(dev_client, targets)
 
 
+@pytest.mark.timeout(400)  # FLOOD_TIMEOUT (240 s) for the DLQ to count the flood
 async def test_a_flood_of_invalid_signals_rolls_the_dlq_over(
     dev_client: Client, targets: Targets
 ) -> None:
@@ -588,7 +578,9 @@ async def test_a_flood_of_invalid_signals_rolls_the_dlq_over(
             state: DlqState = await handle.query("state", result_type=DlqState)
             return state.totals.get("rejected", 0) >= expected
 
-        await eventually(counted, f"{(number + 1) * wave} rejections counted", FLOOD_TIMEOUT)
+        await eventually(
+            counted, what=f"{(number + 1) * wave} rejections counted", timeout=FLOOD_TIMEOUT
+        )
     state: DlqState = await handle.query("state", result_type=DlqState)
     assert state.generation > start.generation  # continued as new at least once
     assert len(state.log) <= 500

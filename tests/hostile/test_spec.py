@@ -5,8 +5,6 @@ nothing started, and each family ends with a normal job that still runs."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -19,7 +17,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from activities.registry import load_handlers
 from starter import board, dlq, operations
 from starter.errors import JobNotFound, SpecError
-from tests.conftest import end_singletons, running_worker
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import (
     assert_nothing_started,
     normal_job_completes,
@@ -27,15 +26,14 @@ from tests.hostile.common import (
 )
 from worker import WorkerSettings, publish_handlers
 from workflows.models import (
-    DLQ_WORKFLOW_ID,
     JOB_STATUS,
     MAX_PAYLOAD_DEPTH,
-    REGISTRY_WORKFLOW_ID,
     RESERVED_IDS,
     CronUpdate,
     JobSpec,
     JobStatus,
 )
+from workflows.names import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID
 from workflows.registry_workflow import HandlerRegistryWorkflow
 
 pytestmark = pytest.mark.devserver
@@ -247,14 +245,11 @@ async def test_a_payload_at_the_depth_limit_runs(client: Client) -> None:
 
 
 async def wait_status(client: Client, job_id: str, status: JobStatus) -> None:
-    deadline = time.monotonic() + 30
-    report = None
-    while time.monotonic() < deadline:
-        report = await operations.status(client, job_id)
-        if report.status == status:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{job_id} never became {status}: {report}")
+    await eventually(
+        lambda: operations.status(client, job_id),
+        lambda report: report.status == status,
+        what=f"{job_id} {status}",
+    )
 
 
 # -- reserved ids -------------------------------------------------------------------------------
@@ -291,10 +286,11 @@ async def singletons(client: Client) -> AsyncIterator[None]:
         data = spec(id=job_id, handler="no.such.handler", delay=0)
         await operations.schedule(client, data, handlers={"no.such.handler"}, task_queue=QUEUE)
         await wait_status(client, job_id, JobStatus.DEAD)
-        deadline = time.monotonic() + 30
-        while job_id not in {e.job_id for e in await dlq.recent_entries(client)}:
-            assert time.monotonic() < deadline, "the DLQ never indexed the parked job"
-            await asyncio.sleep(0.2)
+        await eventually(
+            lambda: dlq.recent_entries(client),
+            lambda entries: job_id in {e.job_id for e in entries},
+            what="the parked job in the DLQ index",
+        )
     # No worker from here on: a cancellation that reached them would still be recorded.
     yield
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import httpx
 
-from starter.binaries import temporal_cli
-from starter.devserver import die_with_parent, free_port
+from starter.dev.binaries import temporal_cli
+from starter.dev.devserver import die_with_parent, free_port
+from tests.helpers.poll import eventually_sync
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JOBS = str(Path(sys.executable).parent / "jobs")
 
 
@@ -59,6 +60,18 @@ def jobs_json(env: dict[str, str], *args: str) -> Any:
     result = jobs(env, *args, "--json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def wait_for(cli: dict[str, str], job_id: str, status: str, timeout: float = 60) -> dict[str, Any]:
+    """``jobs status --json`` until the job reports ``status``."""
+    report: dict[str, Any] = eventually_sync(
+        lambda: jobs_json(cli, "status", job_id),
+        lambda answer: answer["status"] == status,
+        timeout=timeout,
+        interval=0.5,
+        what=f"{job_id} {status}",
+    )
+    return report
 
 
 @dataclass

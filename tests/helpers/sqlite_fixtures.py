@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.client import Client
 
-from starter.client import connect
-from starter.devserver import DevServer
+from connection.client import connect
+from starter.dev.devserver import DevServer
 
 
 @pytest.fixture(scope="module", name="dev_server")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.helpers.poll import eventually_sync
 
 FULL = os.environ.get("JOBS_DRILL_SIZE", "ci") == "full"
 
@@ -60,13 +61,12 @@ def wait_for_records(
     path: Path, count: int, event: str | None = None, timeout: float = 60
 ) -> list[dict[str, Any]]:
     """Until ``count`` lines (of ``event``, if given) are in the record file."""
-    deadline = time.monotonic() + timeout
-    while True:
-        records = [r for r in read_records(path) if event is None or r["event"] == event]
-        if len(records) >= count:
-            return records
-        assert time.monotonic() < deadline, f"{len(records)} of {count} records after {timeout}s"
-        time.sleep(0.2)
+    return eventually_sync(
+        lambda: [r for r in read_records(path) if event is None or r["event"] == event],
+        lambda records: len(records) >= count,
+        timeout=timeout,
+        what=f"{count} records",
+    )
 
 
 @dataclass

@@ -1,0 +1,55 @@
+"""Crons on a test server: start one, read its report, wait until its slot jobs reported."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from starter import operations
+from tests.helpers.poll import eventually
+from workflows.cron_workflow import CronJobWorkflow
+from workflows.models import CronInput, CronReport, parse_spec
+
+
+async def start_cron(
+    env: WorkflowEnvironment | Client,
+    task_queue: str,
+    event_budget: int = 10_000,
+    **spec: Any,
+) -> WorkflowHandle[Any, Any]:
+    """Start a cron (``log`` every ``cron``) on the test server's clock, or on a dev server's
+    (this machine's clock) when given a client."""
+    if isinstance(env, Client):
+        client, now = env, datetime.now(UTC)
+    else:
+        client, now = env.client, await env.get_current_time()
+    parsed = parse_spec(
+        {"name": "cron", "handler": "log", **spec}, now, new_id=f"cron-{uuid.uuid4().hex[:12]}"
+    )
+    return await client.start_workflow(
+        CronJobWorkflow.run,
+        CronInput(spec=parsed, event_budget=event_budget),
+        id=parsed.id,
+        task_queue=task_queue,
+    )
+
+
+async def report(env: WorkflowEnvironment | Client, cron_id: str) -> CronReport:
+    client = env if isinstance(env, Client) else env.client
+    result = await operations.status(client, cron_id)
+    assert isinstance(result, CronReport)
+    return result
+
+
+async def settle(env: WorkflowEnvironment | Client, cron_id: str) -> CronReport:
+    """Real-time pause until every started slot job has reported back."""
+    return await eventually(
+        lambda: report(env, cron_id),
+        lambda current: not current.running,
+        interval=0.1,
+        what=f"{cron_id} settled",
+    )

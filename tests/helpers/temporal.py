@@ -1,0 +1,59 @@
+"""An in-process worker for a test's task queue, and the cleanup of the queue's singletons."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from activities.registry import load_handlers
+from tests.helpers.poll import eventually
+from worker import WorkerSettings, build_worker, publish_handlers
+from workflows import names
+
+
+@asynccontextmanager
+async def running_worker(
+    client: Client, task_queue: str, publish: bool = False
+) -> AsyncIterator[Worker]:
+    """An in-process worker with the built-in and test handlers. ``publish``: tell the
+    handler registry its names, as ``jobs worker`` does (the API and CLI accept only
+    published names); the test then ends the registry with ``end_singletons``."""
+    registry = load_handlers("tests.handlers")
+    settings = WorkerSettings(task_queue=task_queue)
+    job_worker = build_worker(client, settings, registry)
+    try:
+        async with job_worker.worker as worker:
+            if publish:
+                await publish_handlers(client, settings, registry)
+            yield worker
+    finally:
+        job_worker.close()
+
+
+async def _gone(client: Client, workflow_id: str) -> bool:
+    try:
+        await client.get_workflow_handle(workflow_id).describe()
+    except RPCError:
+        return True
+    return False
+
+
+async def end_singletons(client: Client) -> None:
+    """The singletons (DLQ, handler registry) live on the task queue of the worker that
+    started them; each dev-server test has its own queue, so delete them with the test."""
+    for singleton in (names.DLQ_WORKFLOW_ID, names.REGISTRY_WORKFLOW_ID):
+        request = DeleteWorkflowExecutionRequest(
+            namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=singleton)
+        )
+        with contextlib.suppress(RPCError):
+            await client.workflow_service.delete_workflow_execution(request)
+        # deletion is asynchronous on the server
+        await eventually(partial(_gone, client, singleton), what=f"{singleton} deleted")
