@@ -74,6 +74,7 @@ PASSTHROUGH = (
     "annotated_types",
     "workflows.models",
     "workflows.names",
+    "workflows.textclip",
     "workflows.backoff",
     "workflows.durations",
     "workflows.cronmath",

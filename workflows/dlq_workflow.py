@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         JobRelease,
         ReleaseRequest,
     )
+    from workflows.textclip import ellipsize
     from workflows.uitext import clip, code, md
 
 MAX_ENTRIES = 1000
@@ -233,7 +234,7 @@ class DeadLetterQueueWorkflow:
             at=workflow.now(),
             action=action,
             job_id=job_id,
-            detail=inbox.clip_text(detail, MAX_DETAIL),
+            detail=ellipsize(detail, MAX_DETAIL),
         )
         self.log_lines.append(line)
         del self.log_lines[:-MAX_LOG]

@@ -49,6 +49,7 @@ from workflows.models import (
     check_job_id,
     is_job_id,
 )
+from workflows.textclip import ellipsize
 
 T = TypeVar("T")
 
@@ -86,10 +87,6 @@ class Invalid(ValueError):
     """A refused message; the text says why, fit for a log line and an update's rejection."""
 
 
-def clip_text(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def quote(raw: object) -> str:
     """A short, one-line rendering of a refused input (whatever its size or shape)."""
     if isinstance(raw, str):
@@ -98,7 +95,7 @@ def quote(raw: object) -> str:
         text = json.dumps(raw, ensure_ascii=False, default=repr)
     except (TypeError, ValueError, RecursionError):
         text = repr(type(raw))
-    return clip_text(" ".join(text.split()), SHOWN_INPUT)
+    return ellipsize(" ".join(text.split()), SHOWN_INPUT)
 
 
 def first_error(err: ValidationError) -> str:
@@ -285,7 +282,7 @@ def record_rejection(
         found = _STREAK.match(trail[-1].detail or "")
         streak = (int(found.group(1)) if found else 1) + 1
         trail.pop()
-    detail = clip_text(reason, MAX_REASON)
+    detail = ellipsize(reason, MAX_REASON)
     if streak > 1:
         detail = f"({streak} in a row) {detail}"
     who = actor or UNKNOWN_ACTOR
@@ -300,7 +297,7 @@ def record_rejection(
 def invalid_start(message: str) -> ApplicationError:
     """The failure of a workflow started with an input it cannot run."""
     return ApplicationError(
-        f"invalid workflow input: {clip_text(message, MAX_REASON)}",
+        f"invalid workflow input: {ellipsize(message, MAX_REASON)}",
         type=INVALID_START,
         non_retryable=True,
     )

@@ -19,6 +19,7 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     import workflows.inbox as inbox
     from workflows import names
+    from workflows.textclip import ellipsize
 
 STALE_AFTER = timedelta(days=7)
 # Characters of worker and handler names kept (inbox.registry_size): the oldest workers go
@@ -73,7 +74,7 @@ class HandlerRegistryWorkflow:
         self.rejected += 1
         workflow.set_current_details(
             f"{self.rejected} invalid message(s) dropped in this run; "
-            f"latest: {inbox.clip_text(reason, inbox.MAX_REASON)}"
+            f"latest: {ellipsize(reason, inbox.MAX_REASON)}"
         )
 
     def _trim(self) -> None:

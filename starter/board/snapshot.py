@@ -22,6 +22,7 @@ from starter.operations.listing import EPOCH, status_query
 from workflows import names
 from workflows.jobstatus import Facts, current_attempt, job_time, public_status
 from workflows.models import JOB_HANDLER, JOB_NAME, JOB_RUN_AT, DeadEntry, JobStatus
+from workflows.textclip import ellipsize
 
 UI_URL_ENV = "JOBS_UI_URL"
 DEFAULT_UI_URL = "http://localhost:8233"
@@ -213,9 +214,7 @@ def _round_of(activity_id: str) -> int:
 
 
 def _clip(text: str | None) -> str | None:
-    if text is None or len(text) <= MAX_ERROR:
-        return text
-    return text[: MAX_ERROR - 1] + "…"
+    return None if text is None else ellipsize(text, MAX_ERROR)
 
 
 class BoardCache:

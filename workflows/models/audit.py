@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, field_validator
 
 from workflows.models.instants import OffsetDatetime
+from workflows.textclip import ellipsize
 
 # Pause acts on a job already dispatched to a worker only up to this long before run_at.
 CONTROL_CUTOFF = timedelta(seconds=10)
@@ -34,9 +35,7 @@ class AuditEntry(BaseModel):
     @field_validator("note")
     @classmethod
     def _clip_note(cls, value: str | None) -> str | None:
-        if value is not None and len(value) > MAX_NOTE:
-            return value[: MAX_NOTE - 1] + "…"
-        return value
+        return None if value is None else ellipsize(value, MAX_NOTE)
 
 
 class ControlRequest(BaseModel):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from workflows.models.audit import ControlRequest
 from workflows.models.status import JobStatus
+from workflows.textclip import ellipsize
 
 MAX_ERROR_CHARS = 500
 
@@ -27,9 +28,7 @@ class DeadEntry(BaseModel):
     @field_validator("last_error")
     @classmethod
     def _truncate(cls, value: str | None) -> str | None:
-        if value is not None and len(value) > MAX_ERROR_CHARS:
-            return value[: MAX_ERROR_CHARS - 1] + "…"
-        return value
+        return None if value is None else ellipsize(value, MAX_ERROR_CHARS)
 
 
 class ReleaseRequest(ControlRequest):
