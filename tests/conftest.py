@@ -10,6 +10,9 @@ task and hang the test.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import asdict
@@ -28,7 +31,7 @@ from connection.client import connect
 from starter.dev.binaries import test_server
 from starter.dev.devserver import DevServer
 from tests.helpers.api import Stack
-from tests.helpers.drills import FULL, REPORT, render_report
+from tests.helpers.drills import FULL, ROWS_ENV, drill_rows, render_report
 from tests.helpers.processes import Api, Workers, cli_env
 from tests.helpers.temporal import end_singletons
 from workflows.models import SEARCH_ATTRIBUTES
@@ -115,12 +118,35 @@ async def stack(
     await end_singletons(dev_client)
 
 
+DRILL_ROWS_OWNED = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Name the session's drill-row file before any pytest-xdist worker starts (the workers
+    inherit the variable; a worker's own configure keeps what it inherited)."""
+    if ROWS_ENV not in os.environ:
+        rows = Path(tempfile.mkdtemp(prefix="jobs-drills-")) / "rows.jsonl"
+        os.environ[ROWS_ENV] = str(rows)
+        config.stash[DRILL_ROWS_OWNED] = rows
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The process that named the drill-row file removes it (after the report)."""
+    rows = config.stash.get(DRILL_ROWS_OWNED, None)
+    if rows is not None:
+        shutil.rmtree(rows.parent, ignore_errors=True)
+        os.environ.pop(ROWS_ENV, None)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The drills' one-screen report (drill, jobs, lost, duplicated, max lag)."""
-    if REPORT:
+    if hasattr(terminalreporter.config, "workerinput"):
+        return  # an xdist worker: the controller prints it
+    rows = drill_rows()
+    if rows:
         from bench.common import write_result  # only when drills ran
 
         terminalreporter.section("failure drills")
-        terminalreporter.write_line(render_report())
-        path = write_result("drills", {"full_size": FULL, "rows": [asdict(r) for r in REPORT]})
+        terminalreporter.write_line(render_report(rows))
+        path = write_result("drills", {"full_size": FULL, "rows": [asdict(r) for r in rows]})
         terminalreporter.write_line(f"(also in {path})")

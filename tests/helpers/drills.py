@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +32,30 @@ class DrillRow:
     note: str = ""
 
 
-REPORT: list[DrillRow] = []
+# The rows go to a file the session names (conftest's pytest_configure sets the variable before
+# any pytest-xdist worker starts): drills run in worker processes, the report is printed by the
+# process that started the session.
+ROWS_ENV = "JOBS_TEST_DRILL_ROWS"
 
 
 def add_row(row: DrillRow) -> None:
-    REPORT.append(row)
+    with Path(os.environ[ROWS_ENV]).open("a") as rows:
+        rows.write(json.dumps(asdict(row)) + "\n")
     print(f"\n[drill] {row}")
 
 
-def render_report() -> str:
+def drill_rows() -> list[DrillRow]:
+    """Every row any process of this session added, in the order they were written."""
+    path = Path(os.environ.get(ROWS_ENV, ""))
+    if not path.is_file():
+        return []
+    return [DrillRow(**json.loads(line)) for line in path.read_text().splitlines() if line]
+
+
+def render_report(rows: list[DrillRow]) -> str:
     header = f"{'drill':<34} {'jobs':>6} {'lost':>5} {'dup':>5} {'max lag':>9}  note"
     lines = [header, "-" * len(header)]
-    for row in REPORT:
+    for row in rows:
         lag = f"{row.max_lag:8.2f}s" if row.max_lag is not None else f"{'-':>9}"
         lines.append(
             f"{row.drill:<34} {row.jobs:>6} {row.lost:>5} {row.duplicated:>5} {lag}  {row.note}"
