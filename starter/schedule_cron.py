@@ -9,11 +9,10 @@ Connects like every ``jobs`` command (``TEMPORAL_ADDRESS``, ``TEMPORAL_PROFILE``
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from connection.client import connect
 from starter import operations
-from starter.errors import JobsError
+from starter.process_exit import run_script
 
 
 async def main(argv: list[str] | None = None) -> None:
@@ -34,7 +33,4 @@ async def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except JobsError as err:  # bad input, unknown job, Temporal unreachable: one line
-        raise SystemExit(f"error: {err}") from None
+    run_script(main)

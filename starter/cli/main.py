@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import click
 
 from connection import tracing
 from starter.cli import cron, dlq, jobs, processes
 from starter.errors import JobsError, SpecError
+from starter.process_exit import exit_now
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,24 +46,20 @@ def report_error(err: Exception) -> int:
     return err.exit_code if isinstance(err, JobsError) else 1
 
 
-def main(argv: list[str] | None = None) -> None:
-    code = 0
+def run(argv: list[str] | None = None) -> int:
+    """Run one ``jobs`` command; its exit code (errors printed as one line, never raised)."""
     try:
         result = cli.main(args=argv, prog_name="jobs", standalone_mode=False)
-        code = result if isinstance(result, int) else 0
     except click.ClickException as err:
         err.show()
-        code = err.exit_code
-    except click.Abort:
-        code = 130
-    except KeyboardInterrupt:
-        code = 130
-    except JobsError as err:
-        code = report_error(err)
-    except Exception as err:  # last resort: one line, never a traceback, still non-zero
-        code = report_error(err)
-    finally:
-        tracing.shutdown()  # os._exit skips atexit: send the spans now (bounded wait)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(code)
+        return err.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        return 130
+    except Exception as err:  # JobsError, else last resort: one line, never a traceback
+        return report_error(err)
+    return result if isinstance(result, int) else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: :func:`run`, then :func:`~starter.process_exit.exit_now`."""
+    exit_now(run(argv))
