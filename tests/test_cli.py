@@ -12,6 +12,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from tests.helpers.cli import jobs_here
 from tests.helpers.poll import eventually_sync
 from tests.helpers.processes import Workers, jobs, jobs_json, wait_for
 
@@ -85,6 +86,8 @@ BAD_INPUT = [
     ("payload over 256 KiB", ["--in", "5s", "--payload", "@BIG"], "payload"),
     ("payload not an object", ["--in", "5s", "--payload", "[1, 2]"], "payload"),
     ("payload not JSON", ["--in", "5s", "--payload", "{oops"], "payload"),
+    ("payload file not UTF-8", ["--in", "5s", "--payload", "@BINARY"], "payload"),
+    ("payload file missing", ["--in", "5s", "--payload", "@/nonexistent/payload.json"], "payload"),
     ("max_attempts 0", ["--in", "5s", "--max-attempts", "0"], "max_attempts"),
     ("max_attempts 101", ["--in", "5s", "--max-attempts", "101"], "max_attempts"),
     ("lease above timeout", ["--in", "5s", "--lease", "10m", "--timeout", "5m"], "timeout"),
@@ -112,6 +115,9 @@ async def test_bad_input_exits_non_zero_with_one_line_and_starts_nothing(
 ) -> None:
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"blob": "x" * (256 * 1024)}))
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b'{"a": "\xff\xfe"}')
+    files = {"@BIG": f"@{big}", "@BINARY": f"@{binary}"}
     names = []
     for case, flags, field in BAD_INPUT:
         name = f"bad-{uuid.uuid4().hex[:8]}"
@@ -119,8 +125,8 @@ async def test_bad_input_exits_non_zero_with_one_line_and_starts_nothing(
         args = ["schedule", name, "--handler", "log"]
         if "--id" not in flags:
             args += ["--id", name]
-        args += [f"@{big}" if flag == "@BIG" else flag for flag in flags]
-        result = await asyncio.to_thread(jobs, cli, *args)
+        args += [files.get(flag, flag) for flag in flags]
+        result = await jobs_here(cli, *args)  # the answer is the point, not the process
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2, (case, result.stderr)
         assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), (case, lines)

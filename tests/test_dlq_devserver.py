@@ -386,17 +386,19 @@ class Waves:
 
 
 @pytest.mark.timeout(900)  # six waves, each allowed 180 s to park and 180 s to release
-async def test_twelve_hundred_parks_interleaved_with_requeues_and_discards(
+async def test_parks_interleaved_with_requeues_and_discards_across_dlq_rollovers(
     tmp_path_factory: pytest.TempPathFactory, task_queue: str
 ) -> None:
     """Every job ends in the state its last request put it in; the DLQ continued-as-new
     several times on the way and never lost or doubled a park, requeue or discard."""
     server = DevServer(
         db_file=None,  # in memory: this checks the DLQ, not persistence
-        dynamic_config={"limit.historyCount.suggestContinueAsNew": 500},
+        # A low suggestion makes the DLQ roll over every ~150 events, so a few hundred parks
+        # cross several generations (1,200 parks at 500 took ~110 s of a two-worker run).
+        dynamic_config={"limit.historyCount.suggestContinueAsNew": 150},
     )
     client = await server.start()
-    waves, per_wave = 6, 200  # 2,000 (10 waves) took ~3 min of CI; 6 still continue-as-new 3+ times
+    waves, per_wave = 6, 80
     plan = {f"w{w}-{i}": i % 6 for w in range(waves) for i in range(per_wave)}
     run = Waves(client, task_queue, sorted(load_handlers().names()), plan, per_wave)
     groups = {g: {j for j, x in plan.items() if x == g} for g in range(6)}

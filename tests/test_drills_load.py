@@ -77,6 +77,7 @@ def lags(records: list[dict[str, Any]]) -> list[float]:
     return [r["at"] - r["scheduled_at"] for r in first.values()]
 
 
+@pytest.mark.alone  # its fire-lag figures must carry no other test's load
 async def test_drill_worker_sigkill_under_load(
     dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
@@ -278,6 +279,7 @@ async def test_drill_long_cpu_bound_job_with_a_short_lease_runs_once(
     assert [a.outcome for a in status.attempts] == ["succeeded"]
 
 
+@pytest.mark.alone  # its fire-lag figures must carry no other test's load
 async def test_drill_herd_due_in_the_same_second(
     dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:

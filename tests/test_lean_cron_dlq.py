@@ -23,6 +23,7 @@ from starter.dev.devserver import free_port
 from tests.helpers.cron import report, settle, start_cron
 from tests.helpers.dlq import POISON_ONCE, wait_for_log
 from tests.helpers.jobs import finished, submit, wait_for_status
+from tests.helpers.poll import eventually
 from tests.helpers.prometheus import parse, scrape, total
 from tests.helpers.temporal import end_singletons, running_worker
 from workflows.cron_rules import next_run_from_memo
@@ -201,9 +202,12 @@ async def test_a_parked_slot_tells_its_cron_and_after_a_requeue_its_end(
         assert len(statuses) >= 4 and set(statuses) == {JobStatus.DEAD}
         dead = ts_env.client.get_workflow_handle(first.job_id)
         await dead.signal("requeue")
-        async with asyncio.timeout(30):
-            while (await report(ts_env, cron.id)).recent_slots[-1].status != JobStatus.DONE:
-                await asyncio.sleep(0.2)
+        await dead.result()  # awaiting a result lets the time-skipping server skip ahead
+        await eventually(
+            lambda: report(ts_env, cron.id),
+            lambda now: now.recent_slots[-1].status == JobStatus.DONE,
+            what="the requeued slot's end reported to its cron",
+        )
         child = await history(ts_env.client, first.job_id)
         await cron.cancel()
     assert sent_signals(child).count("slot_finished") == 2  # parked, then done

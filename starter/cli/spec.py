@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -38,9 +39,11 @@ def read_payload(text: str) -> Any:
     at 128 KiB on Linux, below the 256 KiB payload limit)."""
     if text.startswith("@"):
         try:
-            text = open(text[1:]).read()  # noqa: SIM115 - tiny, read once
+            text = Path(text[1:]).read_text()
         except OSError as err:
             raise SpecError([("payload", f"cannot read {text[1:]}: {err.strerror}")]) from err
+        except UnicodeDecodeError as err:
+            raise SpecError([("payload", f"{text[1:]} is not UTF-8 text")]) from err
     try:
         return strictjson.loads(text)  # the API's rules: no NaN/Infinity, no duplicate keys
     except strictjson.JSONRefused as err:

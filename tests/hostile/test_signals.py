@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from starter import dlq, operations
@@ -196,20 +195,7 @@ async def assert_healthy(client: Client, workflow_id: str) -> None:
 async def still_works(client: Client, targets: Targets) -> None:
     """A normal job runs on time, and a real requeue through the DLQ (bare CLI) works."""
     await normal_job_completes(client, targets.queue)
-    poison = await park_poison(client, targets.queue)
-    sent = temporal(
-        targets.address,
-        "workflow",
-        "signal",
-        "--workflow-id",
-        DLQ_WORKFLOW_ID,
-        "--name",
-        "requeue",
-        "--input",
-        json.dumps(poison),
-    )
-    assert sent.returncode == 0, sent.stderr
-    await wait_status(client, poison, "done")
+    await requeue_by_cli(client, targets.address, await park_poison(client, targets.queue))
     for workflow_id in (DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID, targets.waiting, targets.cron):
         await assert_healthy(client, workflow_id)
 
@@ -556,16 +542,45 @@ async def test_start_family_leaves_everything_working(dev_client: Client, target
     await still_works(dev_client, targets)
 
 
+# The flood's own server: one run accepts FLOOD_SIGNAL_LIMIT signals (Temporal's default is
+# 10,000) and is told to continue as new after ~1,000 events, so 2,400 invalid requeues prove
+# what 10,800 did against the defaults (a run that did not roll over would refuse the rest)
+# in a fifth of the time.
+FLOOD_SIGNAL_LIMIT = 1_500
+FLOOD_DYNAMIC_CONFIG = {
+    "history.maximumSignalsPerExecution": FLOOD_SIGNAL_LIMIT,
+    "limit.historyCount.suggestContinueAsNew": 1_000,
+}
+
+
 @pytest.mark.timeout(400)  # FLOOD_TIMEOUT (240 s) for the DLQ to count the flood
-async def test_a_flood_of_invalid_signals_rolls_the_dlq_over(
-    dev_client: Client, targets: Targets
-) -> None:
-    """More invalid requeues than the DLQ's event budget, in waves (Temporal refuses more
-    than 10,000 signals to one run, so the DLQ must roll over between them): it continues as
-    new, loses no count and fails no workflow task."""
-    handle = dev_client.get_workflow_handle(DLQ_WORKFLOW_ID)
-    start = await handle.query("state", result_type=DlqState)
-    waves, wave = 6, int(os.environ.get("FLOOD_WAVE", "1800"))
+async def test_a_flood_of_invalid_signals_rolls_the_dlq_over() -> None:
+    """More invalid requeues than one DLQ run may receive, in waves: it continues as new,
+    loses no count and fails no workflow task; a park and a requeue still work after."""
+    server = DevServer(db_file=None, dynamic_config=FLOOD_DYNAMIC_CONFIG)
+    client = await server.start()
+    queue = f"flood-{uuid.uuid4().hex[:8]}"
+    try:
+        async with running_worker(client, queue):
+            await park_poison(client, queue)  # the DLQ is running from here on
+            handle = client.get_workflow_handle(DLQ_WORKFLOW_ID)
+            generation = (await handle.query("state", result_type=DlqState)).generation
+            await flood(handle, waves=6, wave=400)
+            state: DlqState = await handle.query("state", result_type=DlqState)
+            assert FLOOD_SIGNAL_LIMIT < 6 * 400  # more than one run could take
+            assert state.generation > generation  # continued as new at least once
+            assert len(state.log) <= 500
+            await assert_no_task_failed_in_any_run(client)
+            await normal_job_completes(client, queue)
+            await requeue_by_cli(client, server.address, await park_poison(client, queue))
+    finally:
+        server.stop()
+
+
+async def flood(handle: WorkflowHandle[Any, Any], waves: int, wave: int) -> None:
+    """``waves`` times ``wave`` invalid requeues (64 in flight); after each wave, wait until the
+    DLQ has counted every one of them so far."""
+    start: DlqState = await handle.query("state", result_type=DlqState)
     gate = asyncio.Semaphore(64)
 
     async def send(index: int) -> None:
@@ -583,18 +598,34 @@ async def test_a_flood_of_invalid_signals_rolls_the_dlq_over(
         await eventually(
             counted, what=f"{(number + 1) * wave} rejections counted", timeout=FLOOD_TIMEOUT
         )
-    state: DlqState = await handle.query("state", result_type=DlqState)
-    assert state.generation > start.generation  # continued as new at least once
-    assert len(state.log) <= 500
-    async for execution in dev_client.list_workflows(f'WorkflowId = "{DLQ_WORKFLOW_ID}"'):
-        history = await dev_client.get_workflow_handle(
+
+
+async def assert_no_task_failed_in_any_run(client: Client) -> None:
+    """No DLQ run failed a workflow task, but for the server's refused closes (CLOSE_REFUSED)."""
+    async for execution in client.list_workflows(f'WorkflowId = "{DLQ_WORKFLOW_ID}"'):
+        history = await client.get_workflow_handle(
             DLQ_WORKFLOW_ID, run_id=execution.run_id
         ).fetch_history()
-        # The one failure allowed: a continue-as-new refused for newer signals (CLOSE_REFUSED).
         causes = {
             e.workflow_task_failed_event_attributes.cause
             for e in history.events
             if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
         }
         assert causes <= CLOSE_REFUSED, causes
-    await still_works(dev_client, targets)
+
+
+async def requeue_by_cli(client: Client, address: str, job_id: str) -> None:
+    """A real requeue through the DLQ with the bare ``temporal`` CLI; the job then runs."""
+    sent = temporal(
+        address,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        DLQ_WORKFLOW_ID,
+        "--name",
+        "requeue",
+        "--input",
+        json.dumps(job_id),
+    )
+    assert sent.returncode == 0, sent.stderr
+    await wait_status(client, job_id, "done")

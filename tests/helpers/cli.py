@@ -1,0 +1,33 @@
+"""The ``jobs`` CLI run in this process through click's runner, for tests where no real
+process is the point (answers and exit codes); :func:`~tests.helpers.processes.jobs` runs the
+installed console script when the process itself is under test."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from click.testing import CliRunner
+
+from starter.cli import run
+
+
+@dataclass(frozen=True)
+class CliAnswer:
+    """What one command printed and its exit code (as ``subprocess.CompletedProcess``)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def jobs_here_sync(env: dict[str, str], *args: str) -> CliAnswer:
+    """Run ``jobs *args`` with ``env`` as the environment overrides; never raises."""
+    with CliRunner().isolation(env=env) as (out, err, _):
+        code = run(list(args))
+    return CliAnswer(code, out.getvalue().decode(), err.getvalue().decode())
+
+
+async def jobs_here(env: dict[str, str], *args: str) -> CliAnswer:
+    """:func:`jobs_here_sync` in a thread: the commands run their own event loop."""
+    return await asyncio.to_thread(jobs_here_sync, env, *args)
