@@ -94,8 +94,7 @@ class CronControls(CronCore):
         request = args[0] if args else None
         signal = names.SIGNAL_CANCEL_REQUESTED
         try:
-            raw = inbox.one_arg(args, signal, optional=True)
-            checked = inbox.accept(inbox.CONTROL_ARG, raw, signal)
+            checked = inbox.signal_arg(args, inbox.CONTROL_ARG, signal, optional=True)
         except inbox.Invalid as err:
             self._reject(str(err), request)
             return
@@ -113,8 +112,7 @@ class CronControls(CronCore):
         raw = args[0] if args else None
         signal = names.SIGNAL_SLOT_FINISHED
         try:
-            raw = inbox.one_arg(args, signal)
-            report = inbox.accept(inbox.SLOT_FINISHED_ARG, raw, signal)
+            report = inbox.signal_arg(args, inbox.SLOT_FINISHED_ARG, signal)
         except inbox.Invalid as err:
             self._reject(str(err), raw)
             return

@@ -116,8 +116,7 @@ class DeadLetterQueueWorkflow:
         """A DeadEntry, from a job that just went dead."""
         signal = names.SIGNAL_PARK
         try:
-            entry = inbox.one_arg(args, signal)
-            checked = inbox.check_dead_entry(inbox.accept(inbox.DEAD_ENTRY_ARG, entry, signal))
+            checked = inbox.check_dead_entry(inbox.signal_arg(args, inbox.DEAD_ENTRY_ARG, signal))
         except inbox.Invalid as err:
             self._reject(str(err))
             return
@@ -152,8 +151,7 @@ class DeadLetterQueueWorkflow:
         """A JobRelease, from a job answering a forwarded requeue or discard."""
         signal = names.SIGNAL_JOB_RELEASED
         try:
-            release = inbox.one_arg(args, signal)
-            checked = inbox.check_release(inbox.accept(inbox.JOB_RELEASED_ARG, release, signal))
+            checked = inbox.check_release(inbox.signal_arg(args, inbox.JOB_RELEASED_ARG, signal))
         except inbox.Invalid as err:
             self._reject(str(err))
             return
@@ -189,8 +187,7 @@ class DeadLetterQueueWorkflow:
         # The argument tells the job the request came from here, so it answers back. A bare
         # job id (the older shape) is forwarded as before; a request keeps who and why.
         try:
-            raw = inbox.one_arg(args, action)
-            request = inbox.accept(inbox.DLQ_RELEASE_ARG, raw, action)
+            request = inbox.signal_arg(args, inbox.DLQ_RELEASE_ARG, action)
             job_id = request.job_id if isinstance(request, ReleaseRequest) else request
             if not job_id:
                 raise inbox.Invalid(f"{action}: no job id given")

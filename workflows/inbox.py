@@ -132,6 +132,14 @@ def one_arg(args: tuple[Any, ...], what: str, optional: bool = False) -> object:
     raise Invalid(f"{what}: takes {wanted} (got {len(args)})")
 
 
+def signal_arg(
+    args: tuple[Any, ...], adapter: TypeAdapter[T], what: str, optional: bool = False
+) -> T:
+    """A signal's single argument (:func:`one_arg`), validated as ``adapter``'s type
+    (:func:`accept`); Invalid naming the problem if either fails."""
+    return accept(adapter, one_arg(args, what, optional), what)
+
+
 def actor_of(raw: object) -> str | None:
     """Who sent a refused message, when it says so plausibly (for the record)."""
     actor = raw.get("actor") if isinstance(raw, dict) else None

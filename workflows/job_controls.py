@@ -95,8 +95,7 @@ class JobControls(JobDlqPath):
         request = args[0] if args else None
         signal = names.SIGNAL_CANCEL_REQUESTED
         try:
-            raw = inbox.one_arg(args, signal, optional=True)
-            checked = inbox.accept(inbox.CONTROL_ARG, raw, signal)
+            checked = inbox.signal_arg(args, inbox.CONTROL_ARG, signal, optional=True)
         except inbox.Invalid as err:
             self._reject(str(err), request)
             return

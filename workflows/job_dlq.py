@@ -139,8 +139,7 @@ class JobDlqPath(JobCore):
         """A requeue or discard sent to the job (by a person, or forwarded by the DLQ): taken
         when the job is dead and no other is under way; otherwise recorded as ignored."""
         try:
-            raw = inbox.one_arg(args, action, optional=True)
-            request = inbox.accept(inbox.JOB_RELEASE_ARG, raw, action)
+            request = inbox.signal_arg(args, inbox.JOB_RELEASE_ARG, action, optional=True)
         except inbox.Invalid as err:
             self._reject(str(err), args[0] if args else None)
             return

@@ -33,7 +33,7 @@ SIGNAL_CANCEL_REQUESTED: Final = "cancel_requested"  # job, cron
 SIGNAL_REQUEUE: Final = "requeue"  # job (no argument or a ControlRequest), DLQ (with a job id)
 SIGNAL_DISCARD: Final = "discard"  # job, DLQ
 SIGNAL_PARK: Final = "park"  # job -> DLQ: a DeadEntry
-SIGNAL_JOB_RELEASED: Final = "job_released"  # job -> DLQ: a ReleaseReport
+SIGNAL_JOB_RELEASED: Final = "job_released"  # job -> DLQ: a JobRelease
 SIGNAL_SLOT_FINISHED: Final = "slot_finished"  # slot job -> cron (only when the slot parks)
 SIGNAL_PUBLISH: Final = "publish"  # worker -> handler registry (signal-with-start)
 

@@ -53,8 +53,7 @@ class HandlerRegistryWorkflow:
         """A WorkerHandlers, from a worker starting up."""
         signal = names.SIGNAL_PUBLISH
         try:
-            entry = inbox.one_arg(args, signal)
-            checked = inbox.accept(inbox.WORKER_HANDLERS_ARG, entry, signal)
+            checked = inbox.signal_arg(args, inbox.WORKER_HANDLERS_ARG, signal)
             inbox.check_worker_handlers(checked, workflow.now())
         except inbox.Invalid as err:
             self._reject(str(err))

@@ -23,7 +23,6 @@ from __future__ import annotations
 from starter.operations.controls import (
     CONTROL_TIMEOUT,
     cancel,
-    cancel_requested,
     pause,
     require_open,
     resume,
@@ -61,7 +60,6 @@ __all__ = [
     "Scheduled",
     "Submission",
     "cancel",
-    "cancel_requested",
     "check_handler",
     "check_not_reserved",
     "check_note",

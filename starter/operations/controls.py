@@ -40,8 +40,6 @@ from workflows.models import JOB_STATUS, ControlRequest, CronReport, CronUpdate,
 CONTROL_TIMEOUT = 30.0
 T = TypeVar("T")
 
-cancel_requested = jobviews.cancel_requested
-
 
 async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -> T:
     """Run an update; a rejected or unprocessable one becomes a clear InvalidTransition."""
@@ -139,7 +137,7 @@ async def cancel(
     request = ControlRequest(actor=actor, note=check_note(note))
     handle, desc = await describe(client, job_id)
     require_open(job_id, "cancel", desc)
-    if cancel_requested(desc):
+    if jobviews.cancel_requested(desc):
         return  # already on its way: the first cancel's who and why stand
     async with temporal_errors(job_id):
         await handle.signal(names.SIGNAL_CANCEL_REQUESTED, request)

@@ -70,7 +70,8 @@ def submission(data: dict[str, Any] | JobSpec | Submission, now: datetime) -> Su
 
 
 def handler_problem(handler: object, known: Iterable[str]) -> tuple[str, str] | None:
-    """Why ``handler`` may not be used (not among ``known``, the published names), or None."""
+    """Why ``handler`` may not be used (not among ``known``: the built-ins and the names
+    workers have published, see :func:`~.handlers.known_handlers`), or None."""
     names = set(known)
     if not isinstance(handler, str) or not handler or handler in names:
         return None
