@@ -27,7 +27,7 @@ from tests.helpers.poll import eventually
 from tests.helpers.prometheus import parse, scrape, total
 from tests.helpers.temporal import end_singletons, running_worker
 from workflows.cron_rules import next_run_from_memo
-from workflows.models import SEARCH_ATTRIBUTES, CronUpdate, JobStatus
+from workflows.models import SEARCH_ATTRIBUTES, CronReport, CronUpdate, JobStatus
 from workflows.names import DLQ_WORKFLOW_ID
 from workflows.names import MEMO_SCHEDULE as CRON_MEMO_KEY
 from workflows.names import MEMO_SLOT_END as SLOT_END_MEMO_KEY
@@ -79,6 +79,11 @@ async def register_search_attributes(client: Client) -> None:
             },
         )
     )
+
+
+def slot_status(report: CronReport, job_id: str | None) -> JobStatus | None:
+    """The status the cron's report shows for the slot that ran as ``job_id``."""
+    return next((r.status for r in report.recent_slots if r.job_id == job_id), None)
 
 
 def upserted_keys(events: WorkflowHistory) -> list[list[str]]:
@@ -205,7 +210,10 @@ async def test_a_parked_slot_tells_its_cron_and_after_a_requeue_its_end(
         await dead.result()  # awaiting a result lets the time-skipping server skip ahead
         await eventually(
             lambda: report(ts_env, cron.id),
-            lambda now: now.recent_slots[-1].status == JobStatus.DONE,
+            # By job id: recent_slots is newest first, and a test started in an hour's last
+            # five minutes has two slots by the time it picks the first (it once polled the
+            # wrong one for 30 s).
+            lambda now: slot_status(now, first.job_id) == JobStatus.DONE,
             what="the requeued slot's end reported to its cron",
         )
         child = await history(ts_env.client, first.job_id)

@@ -547,7 +547,7 @@ async def test_start_family_leaves_everything_working(dev_client: Client, target
 # what 10,800 did against the defaults (a run that did not roll over would refuse the rest)
 # in a fifth of the time.
 FLOOD_SIGNAL_LIMIT = 1_500
-FLOOD_DYNAMIC_CONFIG = {
+FLOOD_DYNAMIC_CONFIG: dict[str, object] = {
     "history.maximumSignalsPerExecution": FLOOD_SIGNAL_LIMIT,
     "limit.historyCount.suggestContinueAsNew": 1_000,
 }
