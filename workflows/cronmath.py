@@ -11,7 +11,8 @@ this module then maps each wall time to real UTC instants:
   (``*/15 * * * *``), fires at both occurrences, so it keeps its real interval.
 
 Slots are UTC instants, strictly increasing: the next slot is the earliest instant strictly
-after the previous one.
+after the previous one. Finding it skips ahead field by field, near a transition too
+(:mod:`workflows.cronwalk`), so a slot costs a few dozen zone look-ups for any expression.
 
 Syntax and its messages: :mod:`workflows.cronsyntax`. Days follow Vixie cron: when
 day-of-month or day-of-week starts with ``*`` a day must match both; when both are restricted
@@ -34,6 +35,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from workflows.cronsyntax import MAX_EXPRESSION_LENGTH as MAX_EXPRESSION_LENGTH
 from workflows.cronsyntax import CronError as CronError
 from workflows.cronsyntax import Days, read
+from workflows.cronwalk import Clock, Search
+from workflows.cronwalk import instants as instants
+from workflows.cronwalk import transition_between as transition_between
 
 # A leap-day cron waits 8 years across 2100 (2096-02-29 to 2104-02-29); nothing may wait longer.
 MAX_GAP_DAYS = (date(2104, 2, 29) - date(2096, 2, 29)).days
@@ -219,46 +223,7 @@ def matches(cron: Cron, wall: datetime) -> bool:
     return next_wall(cron, whole - timedelta(seconds=1)) == whole
 
 
-# -- wall times to instants: DST ------------------------------------------------------------
-
-
-def _wall(moment: datetime, zone: ZoneInfo) -> datetime:
-    return moment.astimezone(zone).replace(tzinfo=None)
-
-
-def _offset_spread(moment: datetime, zone: ZoneInfo) -> timedelta:
-    """How far the zone's UTC offset moves within a day of ``moment`` (0 away from DST)."""
-    offsets = [(moment + timedelta(hours=h)).astimezone(zone).utcoffset() for h in (-26, 0, 26)]
-    known = [o for o in offsets if o is not None]
-    return max(known) - min(known)
-
-
-def transition_between(before: datetime, after: datetime, zone: ZoneInfo) -> datetime:
-    """The first instant in (before, after] carrying ``after``'s offset (to the second)."""
-    target = after.astimezone(zone).utcoffset()
-    low, high = before, after
-    while high - low > timedelta(seconds=1):
-        middle = low + (high - low) / 2
-        if middle.astimezone(zone).utcoffset() == target:
-            high = middle
-        else:
-            low = middle
-    return high.replace(microsecond=0)
-
-
-def instants(wall: datetime, zone: ZoneInfo, every_hour: bool) -> list[datetime]:
-    """The UTC instants a naive local wall time fires at, under our DST rules."""
-    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
-    second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
-    exists_first = _wall(first, zone) == wall
-    exists_second = _wall(second, zone) == wall
-    if not exists_first and not exists_second:
-        # In the gap: fold=1 reads it with the offset after the jump (an earlier instant),
-        # fold=0 with the one before; the transition lies between them.
-        return [transition_between(min(first, second), max(first, second), zone)]
-    if exists_first and exists_second and first != second:
-        return [first, second] if every_hour else [first]
-    return [first]
+# -- wall times to instants: DST (see :mod:`workflows.cronwalk`) ----------------------------
 
 
 def next_slot(cron: Cron, zone: ZoneInfo, after: datetime) -> datetime:
@@ -266,31 +231,21 @@ def next_slot(cron: Cron, zone: ZoneInfo, after: datetime) -> datetime:
 
     Raises :class:`CronError` (a ValueError) when there is none before the end of year 9999.
     """
+    return next_slot_counted(cron, zone, after)[0]
+
+
+def next_slot_counted(cron: Cron, zone: ZoneInfo, after: datetime) -> tuple[datetime, int]:
+    """:func:`next_slot` and the work it took: zone look-ups plus matching-wall-time steps
+    (a few dozen for any expression at any instant; never one per second)."""
+    search = Search(Clock(zone), lambda wall: next_wall(cron, wall), cron.every_hour)
     try:
-        return _next_slot(cron, zone, after)
+        return search.next_slot(after), search.clock.steps
     except CronError:
         raise
     except (OverflowError, ValueError) as err:  # datetime arithmetic past year 1 or 9999
         raise CronError(
             f"has no slot after {after.isoformat()}: dates end with year {date.max.year}"
         ) from err
-
-
-def _next_slot(cron: Cron, zone: ZoneInfo, after: datetime) -> datetime:
-    after = after.astimezone(UTC)
-    spread = _offset_spread(after, zone)
-    # Near a transition a wall time earlier than after's own can still be a later instant.
-    wall = _wall(after, zone) - spread - timedelta(seconds=1)
-    best: datetime | None = None
-    while True:
-        wall = next_wall(cron, wall)
-        if best is not None and wall > _wall(best, zone) + spread:
-            return best
-        for moment in instants(wall, zone, cron.every_hour):
-            if moment > after and (best is None or moment < best):
-                best = moment
-        if best is not None and spread == timedelta(0):
-            return best
 
 
 def upcoming(cron: Cron, zone: ZoneInfo, after: datetime, count: int) -> list[datetime]:
