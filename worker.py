@@ -18,7 +18,8 @@ the environment:
   answer to a heartbeat, so while a handler runs its worker sends one at least this often
   (or every 80% of the job's lease, if that is shorter): 3600/10 = 360 heartbeats per hour of
   handler run time at the default, each a billed action on Temporal Cloud.
-* ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers.
+* ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers (besides
+  those installed packages declare under the ``jobs.handlers`` entry-point group).
 * ``JOBS_METRICS_PORT`` (default unset: no metrics endpoint): serve Prometheus metrics at
   ``http://JOBS_METRICS_HOST:JOBS_METRICS_PORT/metrics``, the SDK's ``temporal_*`` and the
   scheduler's ``jobs_*`` (see :mod:`activities.metrics`).
@@ -51,11 +52,11 @@ from activities.dlq import AlertActivities, park_in_dlq, report_to_dlq
 from activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE, LoopWatchdog, exit_now
 from activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
 from activities.notify import notifier_from_env
-from activities.registry import HandlerRegistry, load_handlers
+from activities.registry import HandlerModuleError, HandlerRegistry, load_handlers
 from activities.run_job import DEFAULT_CANCEL_LATENCY, JobActivities
 from connection.client import connect, task_queue
 from connection.errors import SpecError
-from workflows import names
+from workflows import inbox, names
 from workflows.cron_workflow import CronJobWorkflow
 from workflows.dlq_workflow import DeadLetterQueueWorkflow
 from workflows.durations import parse_duration
@@ -78,6 +79,8 @@ PASSTHROUGH = (
     "workflows.backoff",
     "workflows.durations",
     "workflows.cronmath",
+    "workflows.cronsyntax",  # imported by cronmath; named so the list is the whole set
+    "workflows.cronwalk",
     "workflows.uitext",
 )
 
@@ -214,10 +217,19 @@ def build_worker(
 async def publish_handlers(
     client: Client, settings: WorkerSettings, registry: HandlerRegistry
 ) -> None:
-    """Tell the handler registry which handler names this worker runs (signal-with-start)."""
+    """Tell the handler registry which handler names this worker runs, with the typed ones'
+    payload schemas (signal-with-start). What the registry would refuse (a schema over its
+    size limit, say) stops the worker here, with the registry's reason."""
     entry = WorkerHandlers(
-        worker=settings.identity, handlers=registry.names(), published_at=datetime.now(UTC)
+        worker=settings.identity,
+        handlers=registry.names(),
+        published_at=datetime.now(UTC),
+        schemas=registry.schemas(),
     )
+    try:
+        inbox.check_worker_handlers(entry, entry.published_at)
+    except inbox.Invalid as err:
+        raise HandlerModuleError(f"cannot publish this worker's handlers: {err}") from err
     await client.start_workflow(
         HandlerRegistryWorkflow.run,
         [],
@@ -247,13 +259,14 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
     """Publish this worker's handlers, then run until SIGTERM/SIGINT and shut down gracefully.
 
     Without a ``client`` it connects itself, serving metrics if configured; a given client
-    keeps the runtime it was connected with."""
+    keeps the runtime it was connected with. Handler modules load first: a module that
+    cannot be imported, or a handler name registered twice, stops it before it connects."""
+    registry = load_handlers(settings.handler_modules)
     if client is None:
         runtime = metrics_runtime(settings)
         client = await (connect(runtime=runtime) if runtime is not None else connect())
     elif settings.metrics_port is not None:
         log.warning("%s ignored: the worker was handed a client", METRICS_PORT_ENV)
-    registry = load_handlers(settings.handler_modules)
     job_worker = build_worker(client, settings, registry)
     await publish_handlers(client, settings, registry)
     stopping: list[asyncio.Future[None]] = []  # the shutdowns SIGTERM/SIGINT started

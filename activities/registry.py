@@ -10,21 +10,31 @@ A handler is a plain function or coroutine function taking one :class:`JobContex
             raise PermanentError("payload has no customer")   # straight to the DLQ
         ...                                                   # any other error is retried
 
+or, with a pydantic model for its payload (checked at the door by the CLI, the API and the
+operations library against the schema the worker publishes, and again before it runs)::
+
+    @handler("billing.charge", payload=ChargeRequest)
+    def charge(ctx: JobContext[ChargeRequest]) -> dict:
+        ctx.payload.customer                                  # a ChargeRequest
+
 Synchronous handlers run in a worker thread so the lease keeps being renewed; they should
 check ``ctx.cancelled`` (or sleep with ``ctx.sleep``) to stop early when the job is cancelled
 or the attempt times out, because Python cannot kill a thread.
 
 The names above are defined in :mod:`activities.context` and re-exported here (this import
 path is the documented one). This module loads handler modules: the built-ins
-(:mod:`activities.builtin`) and the user's, by name, through the same loader.
+(:mod:`activities.builtin`), the modules installed packages declare under the entry-point
+group ``jobs.handlers``, and those named in ``JOBS_HANDLER_MODULES``, through one loader.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from importlib.metadata import entry_points
 
 from activities.context import (
+    DuplicateHandler,
     Handler,
     HandlerRegistry,
     JobContext,
@@ -32,9 +42,11 @@ from activities.context import (
     handler,
     registry,
 )
+from connection.ownpackages import PackageClash, clash_hint, require_own_packages
 
 __all__ = [
     "BUILTIN_MODULES",
+    "ENTRY_POINT_GROUP",
     "HANDLER_MODULES_ENV",
     "Handler",
     "HandlerModuleError",
@@ -47,28 +59,54 @@ __all__ = [
 ]
 
 HANDLER_MODULES_ENV = "JOBS_HANDLER_MODULES"
+ENTRY_POINT_GROUP = "jobs.handlers"  # [project.entry-points."jobs.handlers"] x = "pkg.module"
 # Imported by name, like the user's modules: they import activities.context, never this module.
 BUILTIN_MODULES = ("activities.builtin",)
 
 
 class HandlerModuleError(RuntimeError):
-    """A module named in JOBS_HANDLER_MODULES cannot be imported (a deployment mistake)."""
+    """A handler module cannot be loaded (a deployment mistake), two modules register one
+    name, or a project's own package shadows one of ours (:mod:`connection.ownpackages`):
+    the worker does not start."""
+
+
+def _import(module: str, source: str) -> None:
+    try:
+        importlib.import_module(module)
+    except DuplicateHandler as err:
+        raise HandlerModuleError(f"{source}: {err}") from err
+    except ImportError as err:
+        hint = clash_hint(err.name or "")
+        raise HandlerModuleError(f"{source}: cannot import {module!r}: {err}{hint}") from err
+
+
+def plugin_modules() -> list[tuple[str, str]]:
+    """(module, where it was declared) for every ``jobs.handlers`` entry point installed."""
+    found = []
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: (p.name, p.value)):
+        dist = point.dist.name if point.dist is not None else "?"
+        where = f"entry point {point.name!r} of {dist!r} ({ENTRY_POINT_GROUP})"
+        found.append((point.value.partition(":")[0].strip(), where))
+    return found
 
 
 def load_handlers(modules: str | None = None) -> HandlerRegistry:
-    """Import the built-in handlers and every module named in ``JOBS_HANDLER_MODULES``.
+    """Import the built-in handlers, the modules installed packages declare under the
+    ``jobs.handlers`` entry-point group, and every module named in ``JOBS_HANDLER_MODULES``.
 
     ``modules`` (comma-separated import paths) overrides the environment variable. Modules
-    register their handlers on import with :func:`handler`.
+    register their handlers on import with :func:`handler`; a name registered by two
+    modules, or a module that cannot be imported, is a :class:`HandlerModuleError`.
     """
     for module in BUILTIN_MODULES:
-        importlib.import_module(module)
+        _import(module, "built-in handlers")
+    for module, where in plugin_modules():
+        _import(module, where)
     names = modules if modules is not None else os.environ.get(HANDLER_MODULES_ENV, "")
     for module in filter(None, (part.strip() for part in names.split(","))):
-        try:
-            importlib.import_module(module)
-        except ImportError as err:
-            raise HandlerModuleError(
-                f"{HANDLER_MODULES_ENV}: cannot import {module!r}: {err}"
-            ) from err
+        _import(module, HANDLER_MODULES_ENV)
+    try:
+        require_own_packages()
+    except PackageClash as err:
+        raise HandlerModuleError(str(err)) from err
     return registry

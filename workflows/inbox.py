@@ -49,6 +49,7 @@ from workflows.models import (
     check_job_id,
     is_job_id,
 )
+from workflows.models.registry import MAX_SCHEMA, MAX_SCHEMAS
 from workflows.textclip import ellipsize
 
 T = TypeVar("T")
@@ -224,15 +225,30 @@ def check_worker_handlers(entry: WorkerHandlers, now: datetime) -> WorkerHandler
     for name in entry.handlers:
         if not _HANDLER.fullmatch(name):
             raise Invalid(f"publish: handler {quote(name)} is not a handler name")
+    _check_schemas(entry)
     _check_moment(entry.published_at, "publish: published_at")
     if entry.published_at - now > CLOCK_SKEW:
         raise Invalid("publish: published_at is more than a day ahead of the server")
     return entry
 
 
+def _check_schemas(entry: WorkerHandlers) -> None:
+    """Payload schemas: each for a handler the worker publishes, each and all bounded."""
+    total, handlers = 0, set(entry.handlers)
+    for name, schema in entry.schemas.items():
+        if name not in handlers:
+            raise Invalid(f"publish: a schema for {quote(name)}, which is not among its handlers")
+        if len(schema) > MAX_SCHEMA:
+            raise Invalid(f"publish: the schema of {quote(name)} is over {MAX_SCHEMA} characters")
+        total += len(schema)
+    if total > MAX_SCHEMAS:
+        raise Invalid(f"publish: schemas total {total} characters; the limit is {MAX_SCHEMAS}")
+
+
 def registry_size(entry: WorkerHandlers) -> int:
-    """Characters an entry carries (what REGISTRY_BUDGET counts)."""
-    return len(entry.worker) + sum(len(name) for name in entry.handlers)
+    """Characters an entry carries (what REGISTRY_BUDGET counts), its schemas included."""
+    names = len(entry.worker) + sum(len(name) for name in entry.handlers)
+    return names + sum(len(name) + len(schema) for name, schema in entry.schemas.items())
 
 
 def check_job_start(spec: JobSpec) -> None:

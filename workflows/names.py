@@ -43,6 +43,7 @@ QUERY_ENTRIES: Final = "entries"  # DLQ
 QUERY_LOG: Final = "log"  # DLQ
 QUERY_DLQ_STATE: Final = "state"  # DLQ: its whole DlqState
 QUERY_HANDLERS: Final = "handlers"  # handler registry
+QUERY_CATALOG: Final = "catalog"  # handler registry: every WorkerHandlers, schemas included
 
 # -- updates -------------------------------------------------------------------------------------
 UPDATE_PAUSE: Final = "pause"  # job, cron

@@ -1,5 +1,5 @@
-"""``HandlerRegistryWorkflow``: the handler names that workers publish (singleton
-``handler-registry``).
+"""``HandlerRegistryWorkflow``: the handler names that workers publish, with their payload
+schemas (singleton ``handler-registry``).
 
 Each worker signals-with-start ``publish`` when it starts; the API and the CLI query
 ``handlers`` to refuse names no worker runs, so a client can only name registered code and an
@@ -19,11 +19,12 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     import workflows.inbox as inbox
     from workflows import names
+    from workflows.models import WorkerHandlers
     from workflows.textclip import ellipsize
 
 STALE_AFTER = timedelta(days=7)
-# Characters of worker and handler names kept (inbox.registry_size): the oldest workers go
-# beyond it, so the state stays well within one payload across continue-as-new.
+# Characters of worker and handler names and schemas kept (inbox.registry_size): the oldest
+# workers go beyond it, so the state stays well within one payload across continue-as-new.
 REGISTRY_BUDGET = 1_000_000
 
 
@@ -88,3 +89,8 @@ class HandlerRegistryWorkflow:
     @workflow.query(name=names.QUERY_HANDLERS)
     def handlers(self) -> list[str]:
         return sorted({name for entry in self.workers.values() for name in entry.handlers})
+
+    @workflow.query(name=names.QUERY_CATALOG)
+    def catalog(self) -> list[WorkerHandlers]:
+        """What each worker published (names, payload schemas), most recent first."""
+        return sorted(self.workers.values(), key=lambda entry: entry.published_at, reverse=True)

@@ -13,7 +13,7 @@ from connection.client import load_profile
 from connection.codec import codec_from_env
 from starter import board
 from starter.api import codec as codec_routes
-from starter.api import crons, dlq, errors, guards, health, jobs, openapi
+from starter.api import crons, dlq, errors, guards, handlers, health, jobs, openapi
 from starter.api.deps import ApiState, Backend
 
 DISTRIBUTION = "jobs-scheduler"  # pyproject.toml's [project] name: the version's one home
@@ -46,7 +46,7 @@ def create_app(
     app = FastAPI(title="jobs", summary="Delayed and cron jobs on Temporal", version=version())
     app.state.jobs = ApiState(backend=backend, codec=codec, task_queue=task_queue)
     errors.install(app)
-    for resource in (jobs, dlq, crons, codec_routes, health):
+    for resource in (jobs, dlq, crons, handlers, codec_routes, health):
         app.include_router(resource.router)
     board.install(app, backend.client)  # GET / (the page) and GET /board (its data)
     openapi.install(app, bearer=bool(named))

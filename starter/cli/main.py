@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from connection import tracing
-from starter.cli import cron, dlq, jobs, processes
+from starter.cli import cron, dlq, handlers, jobs, processes
 from starter.errors import JobsError, SpecError
 from starter.process_exit import exit_now
 
@@ -30,6 +30,7 @@ for command in (
     cron.cron,
     cron.update,
     dlq.dlq,
+    handlers.handlers,
     processes.worker,
     processes.api,
     processes.dev,
@@ -49,7 +50,7 @@ def report_error(err: Exception) -> int:
 def run(argv: list[str] | None = None) -> int:
     """Run one ``jobs`` command; its exit code (errors printed as one line, never raised)."""
     try:
-        result = cli.main(args=argv, prog_name="jobs", standalone_mode=False)
+        result = cli.main(args=argv, prog_name="jobctl", standalone_mode=False)
     except click.ClickException as err:
         err.show()
         return err.exit_code

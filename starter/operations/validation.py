@@ -4,7 +4,8 @@ A submission is parsed once (:func:`submission`): the CLI and the API call it up
 input is refused even with Temporal down, and hand the :class:`Submission` to
 :func:`starter.operations.schedule`, which then only checks the handler name against the names
 workers published (:func:`check_handler`). Controls' inputs (notes, pause times, cron changes,
-job ids) are checked here too.
+job ids) are checked here too. A typed handler's payload is checked against the JSON schema
+its workers published (:mod:`.payloads`), with the handler name.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from uuid import uuid4
 from pydantic import ValidationError
 
 from starter.errors import SpecError
+from starter.operations.handlers import HandlerCatalog
+from starter.operations.payloads import payload_problems
 from workflows import cronmath
 from workflows.models import (
     MAX_NOTE,
@@ -81,10 +84,20 @@ def handler_problem(handler: object, known: Iterable[str]) -> tuple[str, str] | 
     return ("handler", reason)
 
 
-def check_handler(handler: str, known: Iterable[str]) -> None:
+def check_handler(
+    handler: str, known: Iterable[str], payload: dict[str, Any] | None = None
+) -> None:
+    """Refuse a handler name not among ``known`` and, when ``known`` carries the published
+    payload schemas (a :class:`~.handlers.HandlerCatalog`, what ``known_handlers`` answers),
+    a ``payload`` that does not validate against the handler's: every problem at once."""
     problem = handler_problem(handler, known)
     if problem is not None:
         raise SpecError([problem])
+    schema = known.schema(handler) if isinstance(known, HandlerCatalog) else None
+    if schema is not None and payload is not None:
+        problems = payload_problems(schema, payload)
+        if problems:
+            raise SpecError(problems)
 
 
 def validate_spec(
@@ -99,6 +112,8 @@ def validate_spec(
         problems.append(problem)
     if problems or spec is None:
         raise SpecError(problems)
+    if handlers is not None:
+        check_handler(spec.handler, handlers, spec.payload)
     return spec
 
 
