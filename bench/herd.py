@@ -38,17 +38,14 @@ async def run_side(kind: str, count: int, ahead: float) -> dict[str, Any]:
         started = time.monotonic()
         if kind == "ours":
             handlers = load_handlers("bench.handlers").names()
-            specs = [
-                operations.validate_spec(
-                    {"id": f"h-{i}", "name": "herd", "handler": "bench.noop", "run_at": run_at},
-                    handlers,
-                    datetime.now(UTC),
-                )
-                for i in range(count)
-            ]
-            await gather_limited(
-                CALLERS, (operations.start(client, s, datetime.now(UTC)) for s in specs)
-            )
+
+            async def one(i: int) -> None:
+                # The clock as each start is sent: it anchors the job's wake (its lead).
+                now = datetime.now(UTC)
+                spec = {"id": f"h-{i}", "name": "herd", "handler": "bench.noop", "run_at": run_at}
+                await operations.start(client, operations.validate_spec(spec, handlers, now), now)
+
+            await gather_limited(CALLERS, (one(i) for i in range(count)))
         else:
             await gather_limited(
                 CALLERS,

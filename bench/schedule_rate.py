@@ -1,12 +1,15 @@
-"""Schedule rate: jobs/s through our client, through the HTTP API, and raw ``start_workflow``.
+"""Schedule rate: jobs/s through our client, through the HTTP API, and raw ``start_workflow``,
+one by one and in bulk.
 
-    python -m bench.schedule_rate [--jobs 5000] [--callers 50] [--repeats 2]
+    python -m bench.schedule_rate [--jobs 5000] [--callers 50] [--repeats 2] [--kinds ...]
 
 Every run gets a fresh dev server (SQLite file, WAL) with its worker running, and schedules
-``--jobs`` jobs due in an hour from ``--callers`` concurrent callers: ours with
+``--jobs`` jobs due in an hour. One by one, from ``--callers`` concurrent callers: ours with
 ``operations.schedule`` (validation, handler check, start with search attributes), ours
 through ``POST /jobs`` (a separate ``jobs api`` process), and the baseline's raw
-``start_workflow``. The order rotates between repeats. Prints medians and ratios, writes JSON.
+``start_workflow``. In bulk, batches of ``operations.MAX_BATCH`` (1,000) specs one after the
+other: ``operations.schedule_many`` (``bulk-client``) and ``POST /jobs/batch`` (``bulk-api``).
+The order rotates between repeats. Prints medians and ratios, writes JSON.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from bench.baseline import BaselineJob
 from bench.common import OURS_QUEUE, gather_limited, side, start_api, write_result
 from starter import operations
 
-KINDS = ("client", "api", "raw")
+KINDS = ("client", "api", "raw", "bulk-client", "bulk-api")
 
 
 def spec(i: int) -> dict[str, object]:
@@ -39,6 +42,13 @@ def spec(i: int) -> dict[str, object]:
     }
 
 
+def batches(jobs: int) -> list[list[dict[str, object]]]:
+    size = operations.MAX_BATCH
+    return [
+        [spec(i) for i in range(start, min(start + size, jobs))] for start in range(0, jobs, size)
+    ]
+
+
 async def one_run(kind: str, jobs: int, callers: int) -> float:
     async with side() as (server, client, workers, records):
         if kind == "raw":
@@ -46,7 +56,7 @@ async def one_run(kind: str, jobs: int, callers: int) -> float:
         else:
             workers.ours(server, records)
         handlers = load_handlers("bench.handlers").names()
-        if kind == "api":
+        if kind in ("api", "bulk-api"):
             api, url = await start_api(server)
         try:
             started = time.perf_counter()
@@ -54,6 +64,16 @@ async def one_run(kind: str, jobs: int, callers: int) -> float:
                 await gather_limited(
                     callers, (operations.schedule(client, spec(i), handlers) for i in range(jobs))
                 )
+            elif kind == "bulk-client":
+                for batch in batches(jobs):
+                    results = await operations.schedule_many(client, batch, handlers)
+                    assert all(result.ok for result in results), results
+            elif kind == "bulk-api":
+                async with httpx.AsyncClient(base_url=url, timeout=300) as http:
+                    for batch in batches(jobs):
+                        answer = await http.post("/jobs/batch", json={"jobs": batch})
+                        assert answer.status_code == 200, answer.text
+                        assert all(item["ok"] for item in answer.json()["results"]), answer.text
             elif kind == "api":
                 limits = httpx.Limits(max_connections=callers)
                 async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
@@ -79,27 +99,34 @@ async def one_run(kind: str, jobs: int, callers: int) -> float:
                 )
             return jobs / (time.perf_counter() - started)
         finally:
-            if kind == "api":
+            if kind in ("api", "bulk-api"):
                 api.terminate()
                 api.wait()
 
 
-async def main(jobs: int, callers: int, repeats: int) -> None:
+async def main(jobs: int, callers: int, repeats: int, kinds: list[str]) -> None:
     os.environ["JOBS_TASK_QUEUE"] = OURS_QUEUE
-    rates: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    rates: dict[str, list[float]] = {kind: [] for kind in kinds}
     for repeat in range(repeats):
-        order = KINDS[repeat % 3 :] + KINDS[: repeat % 3]
+        shift = repeat % len(kinds)
+        order = kinds[shift:] + kinds[:shift]
         for kind in order:
             rate = await one_run(kind, jobs, callers)
             rates[kind].append(rate)
             print(f"  run {repeat + 1} {kind:6}: {rate:7.1f} jobs/s", flush=True)
     medians = {kind: statistics.median(values) for kind, values in rates.items()}
+    pairs = [
+        ("client", "raw"),
+        ("api", "raw"),
+        ("bulk-client", "client"),
+        ("bulk-api", "api"),
+        ("bulk-api", "raw"),
+    ]
     ratios = {
-        "client/raw": medians["client"] / medians["raw"],
-        "api/raw": medians["api"] / medians["raw"],
+        f"{a}/{b}": medians[a] / medians[b] for a, b in pairs if a in medians and b in medians
     }
     print(f"schedule rate, {jobs} jobs, {callers} callers (median of {repeats}):")
-    for kind in KINDS:
+    for kind in kinds:
         print(f"  {kind:6} {medians[kind]:7.1f} jobs/s")
     print("  " + "  ".join(f"{name} = {value:.2f}" for name, value in ratios.items()))
     path = write_result(
@@ -114,5 +141,6 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--callers", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     args = parser.parse_args()
-    asyncio.run(main(args.jobs, args.callers, args.repeats))
+    asyncio.run(main(args.jobs, args.callers, args.repeats, args.kinds))

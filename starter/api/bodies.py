@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.api.common.v1 import Payload, Payloads
 
-from starter import strictjson
+from starter import operations, strictjson
 from starter.api.errors import UnsupportedMediaType
 from starter.errors import SpecError
 from workflows.models import MAX_NOTE, OffsetDatetime, Overlap
@@ -49,6 +49,15 @@ class CronChange(BaseModel):
     timezone: str | None = None
     overlap: Overlap | None = None
     note: str | None = Field(default=None, max_length=MAX_NOTE)
+
+
+class BatchBody(BaseModel):
+    """``POST /jobs/batch``: up to 1,000 job specs, each judged on its own (an item that is
+    not a JSON object is that item's refusal, not the request's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[Any] = Field(max_length=operations.MAX_BATCH)
 
 
 Body = TypeVar("Body", bound=BaseModel)

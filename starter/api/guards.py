@@ -51,6 +51,8 @@ MAX_BODY_BYTES = 320 * 1024  # the 256 KiB payload limit plus room for the rest 
 PUBLIC_PATHS = {"/healthz", *BOARD_PATHS}  # the board page and assets hold no data
 CODEC_PREFIX = "/codec/"
 CODEC_MAX_BODY_BYTES = 4 * 1024 * 1024  # a history event's payloads, base64 in JSON
+BATCH_PATH = "/jobs/batch"
+BATCH_MAX_BODY_BYTES = 4 * 1024 * 1024  # 1,000 specs of ~4 KiB (each payload still <= 256 KiB)
 CORS_ENV = "JOBS_CODEC_CORS_ORIGINS"
 DEFAULT_CORS_ORIGINS = "http://localhost:8233"
 HOSTS_ENV = "JOBS_API_ALLOWED_HOSTS"
@@ -165,7 +167,7 @@ class Guard:
             return
         scope[ACTOR_KEY] = actor or ANONYMOUS
         length = Headers(scope=scope).get("content-length")
-        limit = CODEC_MAX_BODY_BYTES if scope["path"].startswith(CODEC_PREFIX) else MAX_BODY_BYTES
+        limit = body_limit(scope["path"])
         if length is not None:
             if not length.isdigit() or int(length) > limit:
                 await self._too_large(scope, receive, send, limit)
@@ -326,3 +328,10 @@ def named_tokens(token: str | None, tokens: Mapping[str, str] | None) -> dict[st
     if token is None and tokens is None:
         return load_tokens()
     return {**({SINGLE_TOKEN_NAME: token} if token else {}), **(tokens or {})}
+
+
+def body_limit(path: str) -> int:
+    """The most bytes a request body to ``path`` may have."""
+    if path.startswith(CODEC_PREFIX):
+        return CODEC_MAX_BODY_BYTES
+    return BATCH_MAX_BODY_BYTES if path == BATCH_PATH else MAX_BODY_BYTES

@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from connection import tracing
 from starter import operations
 from starter.api.bodies import (
+    JSON_MEDIA_TYPE,
+    BatchBody,
     NoteBody,
     PauseBody,
     body_schema,
     control_body,
     read_control,
+    read_model,
     read_object,
 )
 from starter.api.deps import NOTE_QUERY, Actor, Released, State, Temporal
-from starter.api.errors import documented, documented_body
+from starter.api.errors import ErrorKind, FieldProblem, documented, documented_body, jobs_error
+from starter.errors import JobsError
 from workflows.jobstatus import JobView
 from workflows.models import CronReport, JobReport, JobSpec, JobStatus
 
@@ -52,6 +58,82 @@ async def create_job(request: Request, state: State) -> Any:
     if not scheduled.created:
         return JSONResponse(scheduled.model_dump(mode="json"), status_code=200)
     return scheduled
+
+
+class BatchScheduled(BaseModel):
+    ok: Literal[True] = True
+    job_id: str
+    next_run_at: datetime | None
+    created: bool
+
+
+class BatchRefused(BaseModel):
+    """A spec's refusal: ``status``, ``error`` and ``detail`` as a single ``POST /jobs`` of
+    it would have answered."""
+
+    ok: Literal[False] = False
+    status: int
+    error: ErrorKind
+    detail: str | list[FieldProblem]
+
+
+class BatchResults(BaseModel):
+    results: list[BatchScheduled | BatchRefused]
+
+
+BATCH_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["jobs"],
+    "properties": {
+        "jobs": {
+            "type": "array",
+            "maxItems": operations.MAX_BATCH,
+            "items": JobSpec.model_json_schema(),
+        }
+    },
+}
+
+
+@router.post(
+    "/jobs/batch",
+    response_model=BatchResults,
+    responses=documented_body(),
+    openapi_extra={
+        "requestBody": {"required": True, "content": {JSON_MEDIA_TYPE: {"schema": BATCH_SCHEMA}}}
+    },
+)
+async def create_jobs(request: Request, state: State) -> BatchResults:
+    """Schedule up to 1,000 jobs (``{"jobs": [spec, ...]}``); not all-or-nothing.
+
+    Each spec is checked as ``POST /jobs`` checks it; the valid ones start, and the answer is
+    200 with one result per spec, in order: ``{"ok": true, "job_id", "next_run_at",
+    "created"}`` or ``{"ok": false, "status", "error", "detail"}`` (what ``POST /jobs`` would
+    have answered for that spec). Only a request that is wrong as a whole (not JSON, no
+    ``jobs`` list, over 1,000 specs) is refused as a whole, and then nothing starts. An empty
+    list is 200 with no results.
+    """
+    body = await read_model(request, BatchBody)
+    now = datetime.now(UTC)
+    checked = operations.check_batch(body.jobs, now)  # per-spec 422s even with Temporal down
+    if any(isinstance(item, operations.Submission) for item in checked):
+        backend = state.backend
+        client = await backend.client()
+        handlers = await backend.handlers()
+        results = await operations.start_checked(client, checked, handlers, now, state.task_queue)
+    else:
+        results = [operations.ItemResult(error=i) for i in checked if isinstance(i, JobsError)]
+    return BatchResults(results=[await _batch_item(request, result) for result in results])
+
+
+async def _batch_item(
+    request: Request, result: operations.ItemResult
+) -> BatchScheduled | BatchRefused:
+    if result.error is None:
+        assert result.scheduled is not None
+        return BatchScheduled.model_validate(result.scheduled.model_dump())
+    single = await jobs_error(request, result.error)  # the single route's answer, exactly
+    return BatchRefused(status=single.status_code, **json.loads(bytes(single.body)))
 
 
 @router.get("/jobs", response_model=operations.JobPage, responses=documented(422))

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any, BinaryIO
 
 import click
 
 from connection import tracing
-from starter import operations, render
+from starter import operations, render, strictjson
 from starter.cli.common import (
     cli_actor,
     control,
@@ -20,31 +21,52 @@ from starter.cli.common import (
     show_page,
 )
 from starter.cli.spec import build_spec, spec_options
+from starter.errors import JobsError, SpecError
 from workflows.models import JobStatus
 
 
 @click.command()
-@click.argument("name")
-@click.option("--handler", required=True, help="Registered handler name, e.g. demo.sleep.")
+@click.argument("name", required=False)
+@click.option("--handler", help="Registered handler name, e.g. demo.sleep.")
 @click.option("--payload", help="JSON object handed to the handler, or @file.json.")
 @click.option("--at", help="Run at this ISO-8601 time (with offset).")
 @click.option("--in", "in_", help="Run after this long: 90, 90s, 5m, 2h.")
 @click.option("--cron", help="Cron expression (5 fields, or 6 with seconds first).")
 @click.option("--tz", help="IANA time zone for --cron (default UTC).")
+@click.option(
+    "--from-file",
+    type=click.File("rb"),
+    help="Schedule the specs of a JSON Lines file instead (one spec per line, at most "
+    f"{operations.MAX_BATCH}; - reads stdin).",
+)
 @spec_options
 @json_option
+@click.pass_context
 def schedule(
-    name: str,
-    handler: str,
+    ctx: click.Context,
+    /,
+    name: str | None,
+    handler: str | None,
     payload: str | None,
     at: str | None,
     in_: str | None,
     cron: str | None,
     tz: str | None,
+    from_file: BinaryIO | None,
     as_json: bool,
     **fields: str | None,
 ) -> None:
-    """Schedule a job. Bad input starts nothing and exits 2."""
+    """Schedule a job (NAME and --handler), or every spec of a file (--from-file). Bad input
+    starts nothing and exits 2; with --from-file each line is judged on its own."""
+    if from_file is not None:
+        flags = (name, handler, payload, at, in_, cron, tz, *fields.values())
+        if any(value is not None for value in flags):
+            raise click.UsageError(
+                "--from-file takes the specs from the file: give no NAME or spec option"
+            )
+        ctx.exit(schedule_file(from_file, as_json))
+    if name is None or handler is None:
+        raise click.UsageError("give NAME and --handler (or --from-file)")
     raw = build_spec(name, handler, payload, at, in_, cron, tz, fields)
     now = datetime.now(UTC)
     checked = operations.submission(raw, now)  # bad input exits 2 even with Temporal down
@@ -58,6 +80,75 @@ def schedule(
     else:
         verb = "scheduled" if scheduled.created else "already scheduled (identical request)"
         click.echo(f"{verb} {scheduled.job_id}: runs at {render.when(scheduled.next_run_at)}")
+
+
+def read_specs(stream: BinaryIO) -> tuple[list[int], list[Any], dict[int, SpecError]]:
+    """The non-blank lines of a JSON Lines file: their numbers, their values, and the lines
+    that are no JSON (by position). Over MAX_BATCH specs is refused before reading on."""
+    numbers: list[int] = []
+    values: list[Any] = []
+    bad: dict[int, SpecError] = {}
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        if len(values) == operations.MAX_BATCH:
+            most = operations.MAX_BATCH
+            reason = (
+                f"more than {most} specs in the file: at most {most} per batch (split -l {most})"
+            )
+            raise SpecError([("jobs", reason)])
+        numbers.append(number)
+        try:
+            values.append(strictjson.loads(line))
+        except strictjson.JSONRefused as err:
+            bad[len(values)] = SpecError([("spec", err.reason)])
+            values.append(None)
+    return numbers, values, bad
+
+
+def schedule_file(stream: BinaryIO, as_json: bool) -> int:
+    """``jobs schedule --from-file``: one line of output per spec, in order (the scheduled on
+    stdout, the refused on stderr as ``line N: error: field: reason``). Exit 0 when all were
+    scheduled, 2 when any spec was invalid, else the code of the first failure (4 id taken,
+    6 Temporal unreachable), as a single ``jobs schedule`` of it would exit."""
+    numbers, values, bad = read_specs(stream)
+    now = datetime.now(UTC)
+    checked = [bad.get(i, item) for i, item in enumerate(operations.check_batch(values, now))]
+    if any(isinstance(item, operations.Submission) for item in checked):
+        results = run(lambda client: operations.start_checked(client, checked, None, now))
+    else:  # nothing valid: Temporal is not asked
+        results = [operations.ItemResult(error=i) for i in checked if isinstance(i, JobsError)]
+    if as_json:
+        emit([item_json(number, result) for number, result in zip(numbers, results, strict=True)])
+    else:
+        for number, result in zip(numbers, results, strict=True):
+            show_item(number, result)
+    errors = [result.error for result in results if result.error is not None]
+    if not errors:
+        return 0
+    return 2 if any(isinstance(err, SpecError) for err in errors) else errors[0].exit_code
+
+
+def show_item(number: int, result: operations.ItemResult) -> None:
+    if result.scheduled is not None:
+        done = result.scheduled
+        verb = "scheduled" if done.created else "already scheduled (identical request)"
+        click.echo(f"{done.job_id}: {verb}, runs at {render.when(done.next_run_at)}")
+        return
+    for field, reason in result.problems():
+        click.echo(f"line {number}: error: {f'{field}: ' if field else ''}{reason}", err=True)
+
+
+def item_json(number: int, result: operations.ItemResult) -> dict[str, Any]:
+    """A result as ``--json`` prints it: the scheduled job, or the exit code a single
+    ``jobs schedule`` would give and the problems."""
+    if result.scheduled is not None:
+        return {"line": number, "ok": True, **result.scheduled.model_dump(mode="json")}
+    assert result.error is not None
+    detail: Any = str(result.error)
+    if isinstance(result.error, SpecError):
+        detail = [{"field": field, "reason": reason} for field, reason in result.problems()]
+    return {"line": number, "ok": False, "exit_code": result.error.exit_code, "detail": detail}
 
 
 @click.command()
@@ -87,7 +178,9 @@ def list_(status_: str | None, limit: int, page_token: str | None, as_json: bool
         [r.job_id, r.kind, r.name or "", r.handler or "", r.status or "", render.when(r.run_at)]
         for r in page.jobs
     ]
-    show_page(page, ["id", "kind", "name", "handler", "status", "time"], rows, as_json, "jobs list")
+    show_page(
+        page, ["id", "kind", "name", "handler", "status", "time"], rows, as_json, "jobctl list"
+    )
 
 
 @click.command()

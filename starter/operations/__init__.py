@@ -7,6 +7,7 @@ callers map them to exit codes or HTTP statuses without knowing Temporal. By con
   :func:`submission`; notes, pause times, cron changes, job ids)
 - :mod:`.handlers`: the handler names a job may use (what workers published)
 - :mod:`.starting`: :func:`schedule` / :func:`start`
+- :mod:`.bulk`: :func:`schedule_many` (up to :data:`MAX_BATCH` specs, per-item results)
 - :mod:`.readback`: :func:`describe`, :func:`status`
 - :mod:`.listing`: :func:`list_jobs` (``jobs list`` / ``GET /jobs``)
 - :mod:`.pagetokens`: visibility page tokens as checked text
@@ -20,6 +21,13 @@ operations.schedule(...)``.
 
 from __future__ import annotations
 
+from starter.operations.bulk import (
+    MAX_BATCH,
+    ItemResult,
+    check_batch,
+    schedule_many,
+    start_checked,
+)
 from starter.operations.controls import (
     CONTROL_TIMEOUT,
     cancel,
@@ -30,7 +38,14 @@ from starter.operations.controls import (
     update_cron,
 )
 from starter.operations.cronpreview import preview_cron
-from starter.operations.handlers import ALLOWED_HANDLERS_ENV, known_handlers
+from starter.operations.handlers import (
+    ALLOWED_HANDLERS_ENV,
+    HandlerCatalog,
+    HandlerInfo,
+    Handlers,
+    handler_listing,
+    known_handlers,
+)
 from starter.operations.listing import JobPage, JobRow, list_jobs
 from starter.operations.pagetokens import decode_token, encode_token, readable_token
 from starter.operations.readback import Report, describe, status
@@ -52,14 +67,20 @@ from starter.operations.validation import (
 __all__ = [
     "ALLOWED_HANDLERS_ENV",
     "CONTROL_TIMEOUT",
+    "MAX_BATCH",
     "MIN_DISPATCH_LEAD",
     "QUERY_TIMEOUT",
+    "HandlerCatalog",
+    "HandlerInfo",
+    "Handlers",
+    "ItemResult",
     "JobPage",
     "JobRow",
     "Report",
     "Scheduled",
     "Submission",
     "cancel",
+    "check_batch",
     "check_handler",
     "check_not_reserved",
     "check_note",
@@ -69,6 +90,7 @@ __all__ = [
     "describe",
     "encode_token",
     "fingerprint",
+    "handler_listing",
     "known_handlers",
     "list_jobs",
     "pause",
@@ -78,7 +100,9 @@ __all__ = [
     "require_open",
     "resume",
     "schedule",
+    "schedule_many",
     "start",
+    "start_checked",
     "status",
     "submission",
     "temporal_errors",

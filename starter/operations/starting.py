@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,13 +20,17 @@ from starter.errors import JobExists
 from starter.operations.handlers import known_handlers
 from starter.operations.rpc import temporal_errors
 from starter.operations.validation import Submission, check_handler, submission
+from starter.operations.wakeplan import MAX_AUTO_LEAD, MIN_DISPATCH_LEAD, WakePlan, covering_lead
 from workflows import cronmath, names
 from workflows.cron_rules import cron_details, cron_memo, cron_search_attributes, cron_summary
 from workflows.job_rules import start_search_attributes
 from workflows.models import JOB_RUN_AT, CronInput, JobSpec, JobStatus
 from workflows.uitext import job_details, job_summary
 
-MIN_DISPATCH_LEAD = 15.0  # seconds; jobs wake between this and their dispatch_lead early
+__all__ = ["MIN_DISPATCH_LEAD", "Scheduled", "schedule", "start"]
+
+# This process's planned wakes: a herd it schedules is spread over its notice (wakeplan.py).
+WAKES = WakePlan()
 
 
 class Scheduled(BaseModel):
@@ -57,7 +60,7 @@ async def schedule(
     now = now or datetime.now(UTC)
     checked = submission(data, now)  # every spec problem, before asking the server anything
     known = handlers if handlers is not None else await known_handlers(client)
-    check_handler(checked.spec.handler, known)
+    check_handler(checked.spec.handler, known, checked.spec.payload)
     return await start(client, checked.spec, now, checked.request, task_queue)
 
 
@@ -116,11 +119,31 @@ async def _start_cron(
 async def _start_job(
     client: Client, spec: JobSpec, now: datetime, memo: dict[str, Any], queue: str
 ) -> None:
-    assert spec.run_at is not None
-    # Wake at a random moment within the dispatch lead before run_at: a herd due in one
-    # second reaches the server spread over that window.
-    lead = random.uniform(min(MIN_DISPATCH_LEAD, spec.dispatch_lead), spec.dispatch_lead)
-    delay = spec.run_at - now - timedelta(seconds=lead)
+    run_at = spec.run_at
+    assert run_at is not None
+    # Wake ahead of run_at by the lead rule (wakeplan.py): 15-30 s for a lone job; a herd
+    # this process schedules fills its notice backwards at the rate the cluster carries.
+    auto = "dispatch_lead" not in spec.model_fields_set
+    lead, second = WAKES.lead(
+        run_at.timestamp(),
+        now.timestamp(),
+        floor=min(MIN_DISPATCH_LEAD, spec.dispatch_lead),
+        first=spec.dispatch_lead,
+        bound=MAX_AUTO_LEAD if auto and spec.dispatch_lead else spec.dispatch_lead,
+    )
+    if (covering := covering_lead(lead, spec.dispatch_lead)) is not None:
+        spec = spec.model_copy(update={"dispatch_lead": covering})  # hand over at the wake
+    delay = run_at - now - timedelta(seconds=lead)
+    try:
+        await _start_delayed(client, spec, delay, memo, queue)
+    except BaseException:
+        WAKES.release(second)
+        raise
+
+
+async def _start_delayed(
+    client: Client, spec: JobSpec, delay: timedelta, memo: dict[str, Any], queue: str
+) -> None:
     await client.start_workflow(
         names.JOB_WORKFLOW,
         spec,
