@@ -1,0 +1,54 @@
+"""The Python API of the job scheduler, in the style of Temporal's own client::
+
+    from starter.jobsclient import JobsClient
+
+    client = await JobsClient.connect()             # as `jobs` connects
+    handle = await client.schedule("nightly report", handler="log", in_="5m")
+    report = await handle.result()                  # done, dead, cancelled or discarded
+
+- :class:`JobsClient`: ``connect``, ``schedule``, ``get_handle``, ``list`` (rows, a page at a
+  time), ``pages`` / ``list_page``, ``schedule_many``;
+- :class:`JobHandle`: ``status``, ``cancel``, ``pause``, ``resume``, ``trigger``, ``requeue``,
+  ``discard``, ``result``;
+- :class:`SyncJobsClient` / :class:`SyncJobHandle`: the same, blocking (WSGI apps, scripts);
+- the exceptions (:mod:`.errors`): every one a :class:`JobsError` whose ``exit_code`` is the
+  ``jobs`` command's exit code for the same failure.
+"""
+
+from __future__ import annotations
+
+from starter.jobsclient.client import JobsClient
+from starter.jobsclient.errors import (
+    EXIT_CODES,
+    InvalidTransition,
+    JobExists,
+    JobNotFound,
+    JobsError,
+    SpecError,
+    TemporalUnavailable,
+)
+from starter.jobsclient.handle import SETTLED, JobHandle
+from starter.jobsclient.sync import SyncJobHandle, SyncJobsClient
+from starter.operations import ItemResult, JobPage, JobRow, Report, Scheduled
+from workflows.models import JobStatus
+
+__all__ = [
+    "EXIT_CODES",
+    "SETTLED",
+    "InvalidTransition",
+    "ItemResult",
+    "JobExists",
+    "JobHandle",
+    "JobNotFound",
+    "JobPage",
+    "JobRow",
+    "JobStatus",
+    "JobsClient",
+    "JobsError",
+    "Report",
+    "Scheduled",
+    "SpecError",
+    "SyncJobHandle",
+    "SyncJobsClient",
+    "TemporalUnavailable",
+]
