@@ -177,7 +177,7 @@ async def release_all(
                 namespace=client.namespace,
                 visibility_query=query,
                 job_id=batch_id,
-                reason=f"jobs dlq {action} --all" + (f" --handler {handler}" if handler else ""),
+                reason=f"jobctl dlq {action} --all" + (f" --handler {handler}" if handler else ""),
                 signal_operation=BatchOperationSignal(
                     signal=SIGNAL_OF[action], identity=client.identity, input=signal_input
                 ),

@@ -39,7 +39,7 @@ def dlq_list(handler: str | None, limit: int, page_token: str | None, as_json: b
         for e in page.entries
     ]
     show_page(
-        page, ["id", "name", "attempts", "parked", "last error"], rows, as_json, "jobs dlq list"
+        page, ["id", "name", "attempts", "parked", "last error"], rows, as_json, "jobctl dlq list"
     )
 
 

@@ -20,7 +20,7 @@ from starter.dev.devserver import die_with_parent, free_port
 from tests.helpers.poll import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
-JOBS = str(Path(sys.executable).parent / "jobs")
+JOBS = str(Path(sys.executable).parent / "jobctl")
 
 
 def cli_env(address: str, task_queue: str, **extra: str) -> dict[str, str]:
