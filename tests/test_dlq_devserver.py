@@ -22,7 +22,15 @@ from connection.client import connect
 from starter import dlq, operations
 from starter.dev.devserver import DevServer
 from tests.helpers.poll import eventually
-from tests.helpers.processes import Workers, cli_env, jobs, jobs_json, temporal, wait_for
+from tests.helpers.processes import (
+    Workers,
+    cli_env,
+    jobs,
+    jobs_json,
+    temporal,
+    temporal_signal,
+    wait_for,
+)
 from tests.helpers.temporal import running_worker
 from workflows.backoff import retry_delay_bounds
 from workflows.models import DlqState, JobStatus
@@ -102,17 +110,7 @@ async def test_requeue_three_ways_and_discard(
     assert parked == sorted(parked, reverse=True)  # newest first
 
     assert jobs(cli, "dlq", "requeue", by_cli).returncode == 0
-    signal_dlq = temporal(
-        dev_server.address,
-        "workflow",
-        "signal",
-        "--workflow-id",
-        DLQ_WORKFLOW_ID,
-        "--name",
-        "requeue",
-        "--input",
-        json.dumps(by_temporal_dlq),
-    )
+    signal_dlq = temporal_signal(dev_server.address, DLQ_WORKFLOW_ID, "requeue", by_temporal_dlq)
     assert signal_dlq.returncode == 0, signal_dlq.stderr
     signal_job = temporal(
         dev_server.address,

@@ -56,6 +56,23 @@ def temporal(address: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def temporal_signal(
+    address: str, workflow_id: str, signal: str, argument: object
+) -> subprocess.CompletedProcess[str]:
+    """``temporal workflow signal`` with one JSON argument, as an operator would send it."""
+    return temporal(
+        address,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        workflow_id,
+        "--name",
+        signal,
+        "--input",
+        json.dumps(argument),
+    )
+
+
 def jobs_json(env: dict[str, str], *args: str) -> Any:
     result = jobs(env, *args, "--json")
     assert result.returncode == 0, result.stderr

@@ -31,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 from starter import dlq, operations
 from starter.dev.devserver import DevServer
 from tests.helpers.poll import eventually
-from tests.helpers.processes import temporal
+from tests.helpers.processes import temporal, temporal_signal
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
 from workflows.models import (
@@ -616,16 +616,6 @@ async def assert_no_task_failed_in_any_run(client: Client) -> None:
 
 async def requeue_by_cli(client: Client, address: str, job_id: str) -> None:
     """A real requeue through the DLQ with the bare ``temporal`` CLI; the job then runs."""
-    sent = temporal(
-        address,
-        "workflow",
-        "signal",
-        "--workflow-id",
-        DLQ_WORKFLOW_ID,
-        "--name",
-        "requeue",
-        "--input",
-        json.dumps(job_id),
-    )
+    sent = temporal_signal(address, DLQ_WORKFLOW_ID, "requeue", job_id)
     assert sent.returncode == 0, sent.stderr
     await wait_status(client, job_id, "done")
