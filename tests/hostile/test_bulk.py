@@ -15,7 +15,6 @@ import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ from starter.api import create_app
 from starter.api.errors import ErrorBody
 from starter.dev.devserver import DevServer
 from starter.errors import SpecError
-from tests.helpers.poll import eventually
 from tests.helpers.processes import JOBS, cli_env
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
@@ -52,8 +50,6 @@ class Env:
 @pytest.fixture(scope="module")
 async def env(dev_server: DevServer, dev_client: Client) -> AsyncIterator[Env]:
     async with running_worker(dev_client, QUEUE, publish=True):
-        # The handler registry (started on this queue) shows in the count a moment later.
-        await eventually(partial(started_count, dev_client, QUEUE), lambda n: n >= 1)
         app = create_app(token="", client=dev_client, task_queue=QUEUE)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
