@@ -21,8 +21,9 @@ from temporalio.client import Client
 from starter import operations
 from starter.api import create_app
 from starter.errors import JobExists, JobNotFound, SpecError
+from tests.helpers.poll import eventually
 from tests.helpers.processes import JOBS, cli_env
-from tests.hostile.common import started_count
+from tests.hostile.common import Started, assert_nothing_started, started_count, started_since
 from workflows.models import JOB_RUN_AT
 
 pytestmark = pytest.mark.devserver
@@ -63,6 +64,16 @@ def mixed_batch(ids: list[str], at: datetime) -> list[Any]:
     ]
 
 
+async def exactly_started(client: Client, before: Started, task_queue: str, count: int) -> None:
+    """``count`` jobs started since ``before`` once visibility has caught up, and no more."""
+    await eventually(
+        lambda: started_since(client, before, task_queue),
+        lambda n: n >= count,
+        what=f"{count} jobs started",
+    )
+    assert await started_since(client, before, task_queue) == count
+
+
 async def test_schedule_many_mixed_batch_answers_in_order(
     dev_client: Client, task_queue: str
 ) -> None:
@@ -88,7 +99,7 @@ async def test_schedule_many_mixed_batch_answers_in_order(
     assert await run_at_of(dev_client, ids[0]) == now + HOUR
     assert await run_at_of(dev_client, ids[2]) == at
     assert not await exists(dev_client, ids[1]) and not await exists(dev_client, ids[3])
-    assert await started_count(dev_client, task_queue) == before + 3  # a, c and the cron
+    await exactly_started(dev_client, before, task_queue, 3)  # a, c and the cron
     await operations.cancel(dev_client, ids[4], None)
 
 
@@ -102,7 +113,7 @@ async def test_the_cap_is_1000_and_over_it_nothing_starts(
     with pytest.raises(SpecError) as refused:
         await operations.schedule_many(dev_client, specs, {"log"}, now, task_queue)
     assert refused.value.problems == [("jobs", "at most 1000 specs per batch (got 1001)")]
-    assert await started_count(dev_client, task_queue) == before
+    await assert_nothing_started(dev_client, before, task_queue)
 
 
 async def test_an_empty_batch_is_an_empty_answer(dev_client: Client) -> None:
@@ -145,7 +156,7 @@ async def test_batch_route_answers_each_spec_as_post_jobs_would(
         assert results[index] == expected, (index, results[index], expected)
     assert await run_at_of(dev_client, ids[2]) == at
     assert not await exists(dev_client, ids[1]) and not await exists(dev_client, ids[3])
-    assert await started_count(dev_client, task_queue) == before + 3
+    await exactly_started(dev_client, before, task_queue, 3)
     await operations.cancel(dev_client, ids[4], None)
 
 
@@ -159,7 +170,7 @@ async def test_batch_route_cap_and_empty_list(
     assert over.json()["detail"][0]["field"] == "jobs"
     empty = await api.post("/jobs/batch", json={"jobs": []})
     assert empty.status_code == 200 and empty.json() == {"results": []}
-    assert await started_count(dev_client, task_queue) == before
+    await assert_nothing_started(dev_client, before, task_queue)
 
 
 # -- jobs schedule --from-file -----------------------------------------------------------------
@@ -202,7 +213,7 @@ async def test_from_file_reports_each_line_and_exits_2_on_a_bad_one(
     assert errors[2] == "line 6: error: spec: must be a JSON object (got an array)", errors
     assert len(errors) == 3
     assert await exists(dev_client, good) and not await exists(dev_client, bad)
-    assert await started_count(dev_client, task_queue) == before + 1
+    await exactly_started(dev_client, before, task_queue, 1)
 
 
 async def test_from_stdin_with_json_and_a_used_id(

@@ -1,8 +1,12 @@
 """Shared checks for the hostile-input tests: nothing started, and a normal job still runs.
 
-``started_count`` reads the visibility store of the dev server (in-memory SQLite: a start is
-visible as soon as the start call returns). ``normal_job_completes`` schedules a ``log`` job
-due now through the operations library and waits, by the server's answer, for ``done``.
+``started_count`` reads the visibility store of the dev server. Visibility is eventually
+consistent: a workflow a fixture started a moment ago may show up between two counts, and
+twice a run failed so ("1 workflow(s) started by hostile input": the fixture's own target).
+So a count is also a moment (:class:`Started`), and :func:`assert_nothing_started` counts the
+jobs whose start time is after it: anything a fixture started before is not the request's.
+``normal_job_completes`` schedules a ``log`` job due now through the operations library and
+waits, by the server's answer, for ``done``.
 """
 
 from __future__ import annotations
@@ -26,22 +30,47 @@ NORMAL_JOB_DEADLINE = 10.0
 JOB_TYPES = f'WorkflowType IN ("{names.JOB_WORKFLOW}", "{names.CRON_WORKFLOW}")'
 
 
+class Started(int):
+    """A count of started workflows, and when it was taken (this machine's clock, which is
+    the test server's)."""
+
+    taken_at: datetime
+
+
+def _query(task_queue: str | None, every_type: bool, since: datetime | None = None) -> str:
+    clauses = [] if every_type else [JOB_TYPES]
+    if task_queue:
+        clauses.append(f'TaskQueue = "{task_queue}"')
+    if since is not None:
+        clauses.append(f'StartTime >= "{since.isoformat()}"')
+    return " AND ".join(clauses)
+
+
 async def started_count(
     client: Client, task_queue: str | None = None, every_type: bool = False
-) -> int:
+) -> Started:
     """Jobs and crons the server knows (on ``task_queue`` when given); ``every_type``:
     workflows of any type (for tests that start the singletons themselves)."""
-    clauses = ([] if every_type else [JOB_TYPES]) + (
-        [f'TaskQueue = "{task_queue}"'] if task_queue else []
-    )
-    return (await client.count_workflows(" AND ".join(clauses))).count
+    taken_at = datetime.now(UTC)
+    count = Started((await client.count_workflows(_query(task_queue, every_type))).count)
+    count.taken_at = taken_at
+    return count
+
+
+async def started_since(
+    client: Client, before: Started, task_queue: str | None = None, every_type: bool = False
+) -> int:
+    """Jobs and crons (``every_type``: any workflow) started after ``before`` was counted."""
+    query = _query(task_queue, every_type, before.taken_at)
+    return (await client.count_workflows(query)).count
 
 
 async def assert_nothing_started(
-    client: Client, before: int, task_queue: str | None = None
+    client: Client, before: Started, task_queue: str | None = None
 ) -> None:
-    after = await started_count(client, task_queue)
-    assert after == before, f"{after - before} workflow(s) started by hostile input"
+    """No job or cron started since ``before`` was counted."""
+    after = await started_since(client, before, task_queue)
+    assert after == 0, f"{after} workflow(s) started by hostile input"
 
 
 async def normal_job_completes(client: Client, task_queue: str) -> float:
