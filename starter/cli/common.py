@@ -4,7 +4,6 @@ caller's name for the audit trail."""
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -46,11 +45,7 @@ def note_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def cli_actor() -> str:
     """Who acts, for the audit trail: ``cli:<OS user>``."""
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):  # no login name in the environment nor the user database
-        user = "unknown"
-    return f"cli:{user}"
+    return operations.local_actor("cli")
 
 
 def not_reserved(ctx: click.Context, param: click.Parameter, job_id: str | None) -> str | None:

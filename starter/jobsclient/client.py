@@ -8,7 +8,6 @@ errors (:mod:`starter.jobsclient.errors`).
 from __future__ import annotations
 
 import builtins
-import getpass
 import os
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -32,12 +31,8 @@ ALIASES = {"at": "run_at", "in_": "delay", "tz": "timezone"}
 
 
 def default_actor() -> str:
-    """Who acts, for the audit trail: ``python:<OS user>`` (``jobs`` records ``cli:<user>``)."""
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):  # no login name in the environment nor the user database
-        user = "unknown"
-    return f"python:{user}"
+    """Who acts, for the audit trail: ``python:<OS user>`` (``jobctl`` records ``cli:<user>``)."""
+    return operations.local_actor("python")
 
 
 def build_spec(name: str, handler: str, payload: Any, **fields: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ its workers published (:mod:`.payloads`), with the handler name.
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import json
 from collections.abc import Callable, Iterable
@@ -137,6 +138,16 @@ def check_note(note: str | None) -> str | None:
     if len(note) > MAX_NOTE:
         raise SpecError([("note", f"must be at most {MAX_NOTE} characters (got {len(note)})")])
     return note
+
+
+def local_actor(kind: str) -> str:
+    """Who acts from this machine, for the audit trail: ``<kind>:<OS user>`` (``cli``,
+    ``python``)."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name in the environment nor the user database
+        user = "unknown"
+    return f"{kind}:{user}"
 
 
 def control_request(note: str | None = None, actor: str | None = None) -> ControlRequest | None:
