@@ -198,12 +198,13 @@ class DeadLetterQueueWorkflow:
         forwarded: str | ReleaseRequest = names.DLQ_WORKFLOW_ID
         if isinstance(request, ReleaseRequest):
             forwarded = request.model_copy(update={"source": names.DLQ_WORKFLOW_ID})
+        # Logged before the send: the job's answer (``job_released``) can reach this workflow
+        # in the same task as the send's completion, and the log must read cause first.
+        self._record("forwarded", job_id, action)
         try:
             await workflow.get_external_workflow_handle(job_id).signal(action, forwarded)
         except FailureError as err:
             self._record("ignored", job_id, f"{action}: no running job with this id ({err})")
-            return
-        self._record("forwarded", job_id, action)
 
     # -- queries ---------------------------------------------------------------------------
 
