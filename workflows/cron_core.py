@@ -196,4 +196,5 @@ class CronCore:
             counts=dict(self.state.counts),
             generation=self.state.generation,
             audit=list(self.state.audit),
+            **self.spec.scheduling(),
         )

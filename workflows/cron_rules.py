@@ -108,6 +108,12 @@ def tick_spec(spec: JobSpec, job_id: str, slot: datetime, fire_at: datetime) -> 
         timeout=spec.timeout,
         idempotency_key=f"{key}@{cronmath.iso_utc(slot)}",
         dispatch_lead=spec.dispatch_lead,
+        # Each slot's job inherits where it queues and what it shares (issue 18).
+        priority=spec.priority,
+        fairness_key=spec.fairness_key,
+        fairness_weight=spec.fairness_weight,
+        concurrency_key=spec.concurrency_key,
+        concurrency_limit=spec.concurrency_limit,
     )
 
 

@@ -124,4 +124,5 @@ class JobCore:
             idempotency_key=self.spec.key,
             parked_at=state.parked_at,
             audit=list(state.audit),
+            **self.spec.scheduling(),
         )

@@ -25,6 +25,16 @@ SPEC_FLAGS = [
     ("--overlap", "overlap", "Cron: skip | buffer_one | allow_all | cancel_other."),
     ("--catchup-window", "catchup_window", "Cron: run missed slots this recent (default 60s)."),
     ("--schedule-jitter", "schedule_jitter", "Cron: spread each slot by up to this (default 0)."),
+    ("--priority", "priority", "1 (first) to 5 (last) among queued attempts (default 3)."),
+    ("--fairness-key", "fairness_key", "Share dispatch fairly between keys (e.g. a tenant id)."),
+    ("--fairness-weight", "fairness_weight", "This key's share relative to others (default 1)."),
+    ("--concurrency-key", "concurrency_key", "At most --concurrency-limit running with this key."),
+    ("--concurrency-limit", "concurrency_limit", "Running attempts allowed per key, cluster-wide."),
+    ("--start", "start", "Cron: no slot before this instant (ISO-8601)."),
+    ("--end", "end", "Cron: no slot after this instant; then the cron is done."),
+    ("--max-runs", "max_runs", "Cron: done after this many slots have run."),
+    ("--dst-gap", "dst_gap", "Cron: a time a DST change skips: shift (default) | skip."),
+    ("--dst-repeat", "dst_repeat", "Cron: a time a DST change repeats: first | last | both."),
 ]
 
 
@@ -53,7 +63,14 @@ def read_payload(text: str) -> Any:
 # Spec fields that are numbers but not durations: the model takes them strictly (a JSON
 # number), so the flag's text becomes one here; text that is no number stays text for the
 # model to refuse with the field's name.
-NUMBER_FLAGS: dict[str, type[int] | type[float]] = {"max_attempts": int, "jitter": float}
+NUMBER_FLAGS: dict[str, type[int] | type[float]] = {
+    "max_attempts": int,
+    "jitter": float,
+    "priority": int,
+    "fairness_weight": float,
+    "concurrency_limit": int,
+    "max_runs": int,
+}
 
 
 def flag_value(field: str, text: str) -> Any:

@@ -127,4 +127,5 @@ async def _report_from_start(
         run_at=spec.run_at,
         max_attempts=spec.max_attempts,
         idempotency_key=spec.key,
+        **spec.scheduling(),
     )

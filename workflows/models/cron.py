@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from workflows.models.attempts import AttemptRecord
 from workflows.models.audit import AuditEntry
-from workflows.models.spec import JobSpec, Overlap
+from workflows.models.spec import CronBoundsReport, JobSpec, Overlap
 from workflows.models.status import JobStatus
 
 SlotOutcome = Literal["ran", "skipped", "missed", "paused", "manual", "duplicate", "buffered"]
@@ -74,7 +74,7 @@ class SlotFinished(BaseModel):
     status: JobStatus
 
 
-class CronReport(BaseModel):
+class CronReport(CronBoundsReport):
     """What ``status`` returns for a cron job."""
 
     job_id: str

@@ -9,10 +9,11 @@ from pydantic import BaseModel, Field
 
 from workflows.models.attempts import AttemptRecord
 from workflows.models.audit import AuditEntry, ControlRequest
+from workflows.models.spec import SchedulingReport
 from workflows.models.status import JobStatus
 
 
-class JobReport(BaseModel):
+class JobReport(SchedulingReport):
     """What ``status`` returns for a one-shot job (the query, enriched by the client)."""
 
     job_id: str

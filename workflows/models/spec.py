@@ -74,6 +74,28 @@ def check_json_tree(value: Any) -> None:
 
 
 Overlap = Literal["skip", "buffer_one", "allow_all", "cancel_other"]
+DstGap = Literal["shift", "skip"]
+DstRepeat = Literal["first", "last", "both"]
+
+# Temporal's limits: priority keys 1..5 (its default levels; 3 when unset), a fairness key of
+# at most 64 bytes, weights are clamped by the server to this range.
+PRIORITY_LEVELS = 5
+DEFAULT_PRIORITY = 3
+MAX_FAIRNESS_KEY_BYTES = 64
+MIN_FAIRNESS_WEIGHT, MAX_FAIRNESS_WEIGHT = 0.001, 1000.0
+MAX_CONCURRENCY_LIMIT = 1000
+MAX_KEY_BYTES = 200  # a concurrency key names a workflow id
+# Fields that only a cron job may set (checked against their defaults).
+CRON_ONLY = (
+    "overlap",
+    "catchup_window",
+    "schedule_jitter",
+    "start",
+    "end",
+    "max_runs",
+    "dst_gap",
+    "dst_repeat",
+)
 
 
 def _seconds(value: Any) -> Any:
@@ -119,6 +141,20 @@ class JobSpec(BaseModel):
     overlap: Overlap = "skip"
     catchup_window: Seconds = Field(default=60.0, ge=0, le=366 * 86400)
     schedule_jitter: Seconds = Field(default=0.0, ge=0, le=86400)
+    # Issue 18: ordering among queued attempts, and limits across the cluster.
+    priority: Count = Field(default=DEFAULT_PRIORITY, ge=1, le=PRIORITY_LEVELS)
+    fairness_key: str | None = Field(default=None, min_length=1, max_length=64)
+    fairness_weight: Number = Field(default=1.0, ge=MIN_FAIRNESS_WEIGHT, le=MAX_FAIRNESS_WEIGHT)
+    concurrency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    concurrency_limit: Count | None = Field(default=None, ge=1, le=MAX_CONCURRENCY_LIMIT)
+    # Cron bounds: no slot before start or after end; done after max_runs slots have run.
+    start: Instant | None = None
+    end: Instant | None = None
+    max_runs: Count | None = Field(default=None, ge=1, le=1_000_000)
+    # Wall-clock times a DST change skips (gap) or repeats; None: "first" for fixed times,
+    # "both" for interval expressions (the rule before these fields existed).
+    dst_gap: DstGap = "shift"
+    dst_repeat: DstRepeat | None = None
 
     @field_validator("id")
     @classmethod
@@ -158,6 +194,26 @@ class JobSpec(BaseModel):
             raise ValueError(f"is {size} bytes serialized; the limit is {MAX_PAYLOAD_BYTES}")
         return value
 
+    @field_validator("fairness_key", "concurrency_key")
+    @classmethod
+    def _check_key(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        _valid_text(value)
+        if not value.isprintable():
+            raise ValueError("must be printable text (no control characters)")
+        if len(value.encode()) > MAX_KEY_BYTES:
+            raise ValueError(f"must be at most {MAX_KEY_BYTES} bytes of UTF-8")
+        return value
+
+    @field_validator("fairness_key")
+    @classmethod
+    def _check_fairness_key(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode()) > MAX_FAIRNESS_KEY_BYTES:
+            limit = MAX_FAIRNESS_KEY_BYTES
+            raise ValueError(f"must be at most {limit} bytes of UTF-8 (Temporal's limit)")
+        return value
+
     @field_validator("cron")
     @classmethod
     def _check_cron(cls, value: str | None) -> str | None:
@@ -193,17 +249,60 @@ class JobSpec(BaseModel):
             # Compared with the defaults, not model_fields_set: decoded specs set every field.
             cron_only = [
                 name
-                for name in ("overlap", "catchup_window", "schedule_jitter")
+                for name in CRON_ONLY
                 if getattr(self, name) != type(self).model_fields[name].default
             ]
             if cron_only:
                 raise _spec_error(", ".join(cron_only), "only applies to cron jobs")
+        self._check_limits()
         return self
+
+    def _check_limits(self) -> None:
+        if (self.concurrency_key is None) != (self.concurrency_limit is None):
+            raise _spec_error(
+                "concurrency_key, concurrency_limit",
+                "concurrency_key and concurrency_limit go together",
+            )
+        if self.fairness_key is None and self.fairness_weight != 1.0:
+            raise _spec_error("fairness_weight", "needs a fairness_key")
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise _spec_error("end", "must be after start")
+
+    def scheduling(self) -> dict[str, Any]:
+        """The issue-18 settings a status report shows (one home for the list)."""
+        names = [
+            "priority",
+            "fairness_key",
+            "fairness_weight",
+            "concurrency_key",
+            "concurrency_limit",
+        ]
+        if self.cron is not None:
+            names += ["start", "end", "max_runs", "dst_gap", "dst_repeat"]
+        return {name: getattr(self, name) for name in names}
 
     @property
     def key(self) -> str:
         """The idempotency key handed to the handler: stable across retries."""
         return self.idempotency_key or self.id
+
+
+class SchedulingReport(BaseModel):
+    """The issue-18 settings, as a status report shows them (from :meth:`JobSpec.scheduling`)."""
+
+    priority: int = DEFAULT_PRIORITY
+    fairness_key: str | None = None
+    fairness_weight: float = 1.0
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+
+
+class CronBoundsReport(SchedulingReport):
+    start: datetime | None = None
+    end: datetime | None = None
+    max_runs: int | None = None
+    dst_gap: DstGap = "shift"
+    dst_repeat: DstRepeat | None = None
 
 
 def parse_spec(data: dict[str, Any] | JobSpec, now: datetime, new_id: str) -> JobSpec:
