@@ -34,6 +34,12 @@ from starter.jobsclient import (
 from tests.helpers.poll import eventually
 from tests.helpers.processes import ROOT, cli_env
 from tests.helpers.temporal import end_singletons, running_worker
+from tests.hostile.common import (
+    NORMAL_JOB_DEADLINE,
+    assert_nothing_started,
+    normal_job_completes,
+    started_count,
+)
 from workflows.models import CronReport, JobReport
 
 pytestmark = pytest.mark.devserver
@@ -320,14 +326,22 @@ BAD_SPECS: dict[str, dict[str, object]] = {
 
 
 @pytest.mark.parametrize("case", list(BAD_SPECS))
-async def test_bad_spec_raises_spec_error(jobs: JobsClient, case: str) -> None:
+async def test_bad_spec_raises_spec_error(jobs: JobsClient, queue: str, case: str) -> None:
     job_id = new_id("bad")
     fields = {"handler": "log", "id": job_id, **BAD_SPECS[case]}
+    before = await started_count(jobs.temporal_client, queue)
     with pytest.raises(SpecError) as refused:
         await jobs.schedule("bad", **fields)  # type: ignore[arg-type]
     assert refused.value.exit_code == 2
     assert refused.value.problems  # (field, reason) pairs
     await assert_not_started(jobs, job_id)
+    await assert_nothing_started(jobs.temporal_client, before, queue)
+
+
+async def test_a_normal_job_runs_after_the_refused_specs(jobs: JobsClient, queue: str) -> None:
+    """After the hostile specs above (pytest runs a module's tests in order), the client and the
+    queue still serve a normal job on time."""
+    assert await normal_job_completes(jobs.temporal_client, queue) < NORMAL_JOB_DEADLINE
 
 
 async def test_unknown_job_is_job_not_found(jobs: JobsClient) -> None:
