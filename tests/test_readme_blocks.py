@@ -238,3 +238,30 @@ def test_curl_block_pasted_line_by_line(stack: Stack) -> None:
     assert (patched["cron"], patched["timezone"]) == ("30 8 * * MON-FRI", "Europe/Paris")
     dead_job(stack.env, dead, 2)  # the DLQ line requeued it; it failed and parked again
     jobs_json(stack.env, "cancel", digest)
+
+
+# -- the starter scripts ----------------------------------------------------------------------
+
+
+@pytest.mark.devserver
+def test_starter_script_lines_pasted_line_by_line(cli: dict[str, str], workers: Workers) -> None:
+    workers.start()
+    lines = block_after("**Starter scripts.**")
+    assert [line.split()[:3] for line in lines] == [
+        ["python", "-m", "starter.schedule_oneshot"],
+        ["python", "-m", "starter.schedule_cron"],
+        ["python", "-m", "starter.requeue_dead"],
+    ]
+    dead = poison(cli, "readme-dead")
+    printed = [paste(line, cli, {"JOB_ID": dead}) for line in lines]
+    one_shot = printed[0].split(":", 1)[0]
+    cron_id = printed[1].split(":", 1)[0]
+    assert printed[0].startswith(f"{one_shot}: scheduled")
+    assert printed[1].count(f"{cron_id}: a slot at") == 3
+    assert printed[2].startswith(f"{dead}: requeued")
+    assert jobs_json(cli, "status", one_shot)["status"] == "scheduled"  # due in 30 s
+    report = jobs_json(cli, "status", cron_id)
+    assert (report["cron"], report["timezone"]) == ("0 9 * * MON-FRI", "Europe/Paris")
+    dead_job(cli, dead, 2)
+    for job_id in (cron_id, one_shot):
+        jobs_json(cli, "cancel", job_id)
