@@ -203,7 +203,8 @@ async def test_drill_graceful_shutdown_hands_over_without_spending_an_attempt(
         dev_client,
         task_queue,
         [record_spec(i, records, lease=5, payload={"seconds": 1.5}) for i in short]
-        + [record_spec(i, records, lease=5, max_attempts=1, payload={"seconds": 30}) for i in long],
+        # The long ones outlast the 4 s grace by far (15 s; 30 s cost a quarter-minute more).
+        + [record_spec(i, records, lease=5, max_attempts=1, payload={"seconds": 15}) for i in long],
     )
     wait_for_records(records, 8, "start")
     leaving.send_signal(signal.SIGTERM)

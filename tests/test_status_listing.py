@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +22,7 @@ from temporalio.client import Client
 from starter import dlq, operations, render
 from starter.board import Snapshot
 from starter.errors import InvalidTransition
+from starter.operations import readback
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
 from workflows.job_rules import start_search_attributes
@@ -82,6 +83,18 @@ async def appears(client: Client, job_id: str, status: JobStatus) -> None:
         return job_id in {row.job_id for row in await listed(client, status)}
 
     await eventually(listed_here, timeout=WAIT, interval=0.3, what=f"{job_id} listed as {status}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quick_queries() -> Iterator[None]:
+    """A job no worker can answer for (``cancelling`` on a queue nobody polls, ``ended`` whose
+    input fails every workflow task) costs each status read the query's whole timeout before
+    the fallback (the start event and search attributes, the same rule) answers: 10 s in
+    production, 3 s here. A live worker answers in milliseconds, and a slower answer falls back
+    to the same status."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(readback, "QUERY_TIMEOUT", timedelta(seconds=3))
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -8,4 +8,5 @@
 * ``prometheus``, ``cronexpr``, ``httpserver``: metrics parsing, cron expression strategies,
   a loopback HTTP endpoint.
 * ``drills``, ``sqlite_fixtures``: the failure drills' records, report and file-backed server.
+* ``slowfirst``: a plugin ``scripts/test`` loads (``-p``) to hand the slowest files out first.
 """

@@ -1,0 +1,49 @@
+"""A pytest plugin for ``bash scripts/test``'s parallel pass: the slowest test files first.
+
+pytest-xdist's ``--dist loadfile`` hands out one file at a time, in queue order. By default it
+orders the queue by number of tests (``--loadscope-reorder``), so the many-case hostile files
+went first and the drills (few tests, minutes of waiting) last, where one of them could hold a
+worker long after the others had finished. ``scripts/test`` passes ``--no-loadscope-reorder``
+and this plugin (``-p tests.helpers.slowfirst``) orders the collection longest file first (the
+longest-processing-time rule): the short files fill the gaps at the end.
+
+``SECONDS`` are rough per-file times (the ``call`` durations of the team's two-worker runs,
+summed per file, less the cuts made since). They only steer the order: a stale figure costs
+minutes, never a result. Refresh them from ``pytest --durations=0`` when a file's time changes
+a lot, or add a new slow file. Files not listed keep their collection order after the listed
+ones.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+SECONDS: dict[str, float] = {
+    "tests/test_drills_load.py": 145,
+    "tests/test_dlq_devserver.py": 110,
+    "tests/test_cron_workflow.py": 65,
+    "tests/test_cli.py": 60,
+    "tests/hostile/test_signals.py": 55,
+    "tests/test_dispatch.py": 50,
+    "tests/test_dispatch_lead.py": 45,
+    "tests/test_poison_drill.py": 38,
+    "tests/test_board_browser.py": 35,
+    "tests/test_drills.py": 35,
+    "tests/hostile/test_cli_hostile.py": 30,
+    "tests/test_failure_size.py": 30,
+    "tests/test_status_listing.py": 25,
+    "tests/test_cancel.py": 25,
+    "tests/test_readme_tour.py": 20,
+    "tests/test_audit.py": 15,
+    "tests/test_metrics.py": 15,
+}
+
+
+def weight(item: pytest.Item) -> float:
+    return SECONDS.get(item.nodeid.split("::", 1)[0], 0.0)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Stable: a file's tests keep their order, unlisted files keep theirs."""
+    items.sort(key=lambda item: -weight(item))
