@@ -57,6 +57,7 @@ from activities.run_job import DEFAULT_CANCEL_LATENCY, JobActivities
 from connection.client import connect, task_queue
 from connection.errors import SpecError
 from workflows import inbox, names
+from workflows.concurrency_workflow import ConcurrencyLimitWorkflow
 from workflows.cron_workflow import CronJobWorkflow
 from workflows.dlq_workflow import DeadLetterQueueWorkflow
 from workflows.durations import parse_duration
@@ -67,7 +68,13 @@ from workflows.registry_workflow import HandlerRegistryWorkflow
 
 log = logging.getLogger("jobs.worker")
 
-WORKFLOWS = [JobWorkflow, CronJobWorkflow, DeadLetterQueueWorkflow, HandlerRegistryWorkflow]
+WORKFLOWS = [
+    JobWorkflow,
+    CronJobWorkflow,
+    DeadLetterQueueWorkflow,
+    HandlerRegistryWorkflow,
+    ConcurrencyLimitWorkflow,
+]
 # Pure modules the workflows import; passing them through skips re-importing per run.
 PASSTHROUGH = (
     "pydantic",

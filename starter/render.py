@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from workflows import cronmath
 from workflows.durations import format_duration
 from workflows.jobstatus import current_attempt, last_attempt, ran_at
 from workflows.models import AuditEntry, CronReport, JobReport, JobStatus
@@ -139,6 +140,19 @@ def audit_table(entries: Sequence[AuditEntry], now: datetime) -> list[str]:
     return ["", table(["audit trail", "action", "by", "note", "detail"], rows)]
 
 
+def dst_text(report: CronReport) -> str:
+    """``gap shift, repeat first (default for a fixed time)``: the DST policy in force."""
+    if report.dst_repeat is not None:
+        return f"gap {report.dst_gap}, repeat {report.dst_repeat}"
+    try:
+        every_hour = cronmath.parse(report.cron).every_hour
+    except cronmath.CronError:
+        return f"gap {report.dst_gap}, repeat default"
+    kind = "an interval" if every_hour else "a fixed time"
+    repeat = cronmath.repeat_rule(None, every_hour)
+    return f"gap {report.dst_gap}, repeat {repeat} (default for {kind})"
+
+
 def cron_text(report: CronReport, now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     state = str(report.status)
@@ -148,6 +162,7 @@ def cron_text(report: CronReport, now: datetime | None = None) -> str:
         f"{report.job_id}  {report.name}  (handler {report.handler})",
         f"status:  {state}",
         f"cron:    {report.cron}  in {report.timezone}, overlap {report.overlap}",
+        f"dst:     {dst_text(report)}",
         f"next:    {when(report.run_at, now)}",
         "",
         table(["next slots (local)", "utc"], [[s.local, s.utc] for s in report.next_slots]),

@@ -7,17 +7,31 @@ Workflow code."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
 import workflows.cronmath as cronmath
 import workflows.inbox as inbox
 from workflows import names
 from workflows.cron_core import CronCore
-from workflows.cron_rules import cron_memo
+from workflows.cron_rules import (
+    MAX_QUEUED_BACKFILLS,
+    BackfillTooLarge,
+    backfill_slots,
+    backfill_start,
+    cron_memo,
+)
 from workflows.models import ControlRequest, CronReport, CronUpdate, PauseRequest
+from workflows.models.cron import (
+    Backfill,
+    BackfillAnswer,
+    BackfillOverlap,
+    BackfillRequest,
+)
 
 
 class CronControls(CronCore):
@@ -85,7 +99,62 @@ class CronControls(CronCore):
         cron = cronmath.parse(change.cron) if change.cron is not None else self.cron
         zone = cronmath.zone(change.timezone) if change.timezone is not None else self.zone
         inbox.check_request(ControlRequest(actor=change.actor, note=change.note))
-        cronmath.next_slot(cron, zone, workflow.now())  # a schedule with no next slot is refused
+        gap, repeat = self.spec.dst_gap, self.spec.dst_repeat
+        cronmath.next_slot(cron, zone, workflow.now(), gap=gap, repeat=repeat)  # none: refused
+
+    @workflow.update(name=names.UPDATE_BACKFILL)
+    async def backfill(self, request: BackfillRequest) -> BackfillAnswer:
+        """Queue every slot in [from, to] (within the bounds); the run loop starts them, each
+        with its slot's usual id, so a slot that already has a job is not run twice. The
+        slots are counted here, once (the validator only does the cheap checks: replay runs
+        no validator, and one activation must stay well under the deadlock detector's 2 s);
+        a range beyond the cap fails the update."""
+        slots, overlap = self._backfill_plan(request)
+        if slots:
+            self.state.backfills.append(
+                Backfill(after=backfill_start(slots[0]), to=slots[-1], overlap=overlap)
+            )
+            self.controls_seen += 1
+        span = f"{self._when(slots[0])} to {self._when(slots[-1])}" if slots else "no slot"
+        detail = f"{len(slots)} slot(s), {span}, {overlap}"
+        self._audit("backfill", ControlRequest(actor=request.actor, note=request.note), detail)
+        return BackfillAnswer(
+            job_id=self.spec.id,
+            slots=len(slots),
+            first=slots[0] if slots else None,
+            last=slots[-1] if slots else None,
+            overlap=overlap,
+            queued=len(self.state.backfills),
+        )
+
+    @backfill.validator
+    def _check_backfill(self, request: BackfillRequest) -> None:
+        if not isinstance(request, BackfillRequest):  # a null argument decodes as None
+            raise ValueError("cannot backfill: the argument must be an object with from and to")
+        inbox.check_request(ControlRequest(actor=request.actor, note=request.note))
+        if self.ended is not None:
+            raise ValueError(f"cannot backfill: the cron is done ({self.ended})")
+        if len(self.state.backfills) >= MAX_QUEUED_BACKFILLS:
+            raise ValueError(
+                f"cannot backfill: {MAX_QUEUED_BACKFILLS} backfills are already waiting"
+            )
+        if request.from_ > request.to:
+            raise ValueError("cannot backfill: from is after to")
+        if request.to > workflow.now():
+            raise ValueError(
+                "cannot backfill: to is in the future (a backfill runs past slots; the cron "
+                "runs the coming ones itself)"
+            )
+
+    def _backfill_plan(self, request: BackfillRequest) -> tuple[list[datetime], BackfillOverlap]:
+        """The slots a backfill covers and how they start (an ApplicationError, which fails
+        the update alone, for a range beyond the cap)."""
+        try:
+            slots = backfill_slots(self.spec, self.cron, self.zone, request.from_, request.to)
+        except BackfillTooLarge as err:
+            raise ApplicationError(f"cannot backfill: {err}", non_retryable=True) from None
+        default: BackfillOverlap = "allow_all" if self.spec.overlap == "allow_all" else "buffer_all"
+        return slots, request.overlap or default
 
     @workflow.signal(name=names.SIGNAL_CANCEL_REQUESTED)
     def cancel_requested(self, *args: Any) -> None:

@@ -14,7 +14,12 @@ from temporalio import workflow
 
 import workflows.cronmath as cronmath
 import workflows.inbox as inbox
-from workflows.cron_rules import MAX_BACKLOG_RECORDS, NEXT_SLOTS, RECENT_SLOTS
+from workflows.cron_rules import (
+    MAX_BACKLOG_RECORDS,
+    NEXT_SLOTS,
+    RECENT_SLOTS,
+    bounded_next_slot,
+)
 from workflows.job_rules import unnoted_cancellation
 from workflows.models import (
     JOB_STATUS,
@@ -48,6 +53,8 @@ class CronCore:
     tracked: set[str]  # children of this run whose completion reports their end
     slot_timer: tuple[datetime, asyncio.Task[None]] | None  # one per slot
     cancel_sent: set[str]  # cancel_other: children this run asked to cancel
+    ended: str | None  # why the schedule is over (its bounds), once it is
+    over: bool  # the bounds allow no further scheduled slot (the cron ends once idle)
 
     def _load_schedule(self) -> None:
         assert self.spec.cron is not None
@@ -55,12 +62,45 @@ class CronCore:
         self.zone = cronmath.zone(self.spec.timezone)
 
     def _next_slot(self, after: datetime) -> datetime | None:
-        """The next slot, or None when there is none (for display and for walking a backlog;
-        the run loop lets CronError through and fails the cron)."""
+        """The next slot within the bounds, or None when there is none (for display and for
+        walking a backlog; the run loop lets CronError through and fails the cron)."""
         try:
-            return cronmath.next_slot(self.cron, self.zone, after)
+            return bounded_next_slot(self.spec, self.cron, self.zone, after)
         except cronmath.CronError:
             return None
+
+    def _runs_left(self) -> int | None:
+        """Slots still allowed to start a job under ``max_runs`` (None: no limit). Only
+        scheduled slots count ("ran"); manual runs and backfills do not (as in Temporal)."""
+        if self.spec.max_runs is None:
+            return None
+        return max(0, self.spec.max_runs - self.state.counts.get("ran", 0))
+
+    def _end(self) -> None:
+        """The bounds are reached and nothing runs: the cron ends as done (the run loop
+        returns, so its run completes)."""
+        if self._runs_left() == 0:
+            self.ended = f"max_runs reached ({self.spec.max_runs} slots ran)"
+        else:
+            assert self.spec.end is not None
+            self.ended = f"no slot before end {self._when(self.spec.end)}"
+        workflow.logger.info("cron %s: %s; done", self.spec.id, self.ended)
+        workflow.upsert_search_attributes([JOB_STATUS.value_set(JobStatus.DONE.value)])
+        self._show()
+
+    def _upcoming(self) -> list[datetime]:
+        """The next slots within the bounds (at most NEXT_SLOTS and the runs left)."""
+        assert self.state.last_slot is not None
+        left = self._runs_left()
+        slots: list[datetime] = []
+        after = self.state.last_slot
+        for _ in range(NEXT_SLOTS if left is None else min(NEXT_SLOTS, left)):
+            slot = self._next_slot(after)
+            if slot is None:
+                break
+            slots.append(slot)
+            after = slot
+        return slots
 
     def _skip_backlog(self, until: datetime, outcome: SlotOutcome, detail: str) -> None:
         """Record the slots up to ``until`` that will not run (missed, or paused)."""
@@ -123,6 +163,8 @@ class CronCore:
         last_slot = self.state.last_slot or workflow.info().start_time
         if self.cancelled:
             parts = ["**cancelled**", "no further slots"]
+        elif self.ended is not None:
+            parts = ["**done**", self.ended]
         elif self.state.paused:
             until = self.state.paused_until
             parts = ["**paused**", f"until {self._when(until)}" if until else "until resumed"]
@@ -168,13 +210,11 @@ class CronCore:
 
     def report(self) -> CronReport:
         """What the ``status`` query answers (and every control returns)."""
-        assert self.state.last_slot is not None
-        try:
-            upcoming = cronmath.upcoming(self.cron, self.zone, self.state.last_slot, NEXT_SLOTS)
-        except cronmath.CronError:  # the schedule ends (the run loop fails the cron)
-            upcoming = []
+        upcoming = [] if self.ended is not None else self._upcoming()
         if self.cancelled:
             status = JobStatus.CANCELLED
+        elif self.ended is not None:
+            status = JobStatus.DONE
         else:
             status = JobStatus.PAUSED if self.state.paused else JobStatus.SCHEDULED
         return CronReport(

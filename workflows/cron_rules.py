@@ -6,8 +6,9 @@ too."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, TerminatedError, is_cancelled_exception
@@ -32,6 +33,62 @@ MAX_BACKLOG_RECORDS = 100
 # A run waiting for the children it tracks before continuing-as-new rotates anyway beyond
 # this many times its event budget.
 FORCED_ROTATION = 2
+# A backfill covers at most this many slots (a week of a per-minute cron); backfills start
+# their slots this many per workflow task; at most this many wait in one cron.
+MAX_BACKFILL_SLOTS = 10_000
+BACKFILL_BATCH = 50
+MAX_QUEUED_BACKFILLS = 10
+# "at or after t" as "strictly after t - 1 µs": slots are whole seconds.
+_TICK = timedelta(microseconds=1)
+
+
+class BackfillTooLarge(ValueError):
+    """A backfill range with more than MAX_BACKFILL_SLOTS slots."""
+
+
+def bounded_next_slot(
+    spec: JobSpec, cron: cronmath.Cron, zone: ZoneInfo, after: datetime
+) -> datetime | None:
+    """The cron's next slot strictly after ``after`` within its bounds (never before
+    ``start``; None past ``end``), under its DST policy. Raises CronError when the schedule
+    has no slot at all (dates end with year 9999)."""
+    if spec.start is not None:
+        after = max(after, spec.start - _TICK)
+    slot = cronmath.next_slot(cron, zone, after, gap=spec.dst_gap, repeat=spec.dst_repeat)
+    return None if spec.end is not None and slot > spec.end else slot
+
+
+def backfill_slots(
+    spec: JobSpec,
+    cron: cronmath.Cron,
+    zone: ZoneInfo,
+    first: datetime,
+    last: datetime,
+    limit: int = MAX_BACKFILL_SLOTS,
+) -> list[datetime]:
+    """Every slot in [first, last] within the cron's bounds; BackfillTooLarge beyond
+    ``limit`` slots (counting stops at limit + 1)."""
+    slots: list[datetime] = []
+    after = first - _TICK
+    while True:
+        try:
+            slot = bounded_next_slot(spec, cron, zone, after)
+        except cronmath.CronError:
+            slot = None
+        if slot is None or slot > last:
+            return slots
+        if len(slots) == limit:
+            raise BackfillTooLarge(
+                f"the range holds more than {limit:,} slots; backfill a shorter range "
+                "(several backfills run one after another)"
+            )
+        slots.append(slot)
+        after = slot
+
+
+def backfill_start(first: datetime) -> datetime:
+    """A backfill's cursor: its slots are those strictly after this instant."""
+    return first - _TICK
 
 
 def drop_outcome(task: asyncio.Future[Any]) -> None:
@@ -73,19 +130,39 @@ def cron_memo(spec: JobSpec) -> dict[str, str]:
     """The memo value under names.MEMO_SCHEDULE: set by the starter at start, kept by
     ``update``."""
     assert spec.cron is not None
-    return {"cron": spec.cron, "timezone": spec.timezone}
+    memo = {"cron": spec.cron, "timezone": spec.timezone}
+    # Bounds and DST policy only when set: a default cron's memo is what it always was.
+    for name in ("start", "end", "dst_gap", "dst_repeat"):
+        value = getattr(spec, name)
+        if value != JobSpec.model_fields[name].default:
+            memo[name] = value.isoformat() if isinstance(value, datetime) else str(value)
+    return memo
+
+
+def spec_from_memo(schedule: Any) -> JobSpec | None:
+    """The schedule a cron's memo holds (expression, zone, bounds, DST policy) as a spec, or
+    None when the memo has none or it is not valid (e.g. a cron started before it was set)."""
+    if not isinstance(schedule, dict) or not {"cron", "timezone"} <= schedule.keys():
+        return None
+    fields = {str(key): str(value) for key, value in schedule.items()}
+    try:
+        return JobSpec.model_validate({"name": "memo", "handler": "memo", **fields})
+    except ValueError:  # ValidationError is a ValueError
+        return None
 
 
 def next_run_from_memo(schedule: Any, after: datetime) -> datetime | None:
     """A cron's next slot after ``after`` from its memo's schedule (None when the memo has
-    none, e.g. a cron started before it was set, or the schedule has no next slot). Paused
-    crons have no next run: callers check JobStatus first."""
-    if not isinstance(schedule, dict):
+    none, or the schedule has no next slot). Paused crons have no next run: callers check
+    JobStatus first."""
+    spec = spec_from_memo(schedule)
+    if spec is None or spec.cron is None:
         return None
     try:
-        cron = cronmath.parse(str(schedule["cron"]))
-        return cronmath.next_slot(cron, cronmath.zone(str(schedule["timezone"])), after)
-    except (KeyError, ValueError):  # CronError is a ValueError
+        return bounded_next_slot(
+            spec, cronmath.parse(spec.cron), cronmath.zone(spec.timezone), after
+        )
+    except ValueError:  # CronError is a ValueError
         return None
 
 

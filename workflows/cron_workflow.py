@@ -52,7 +52,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows import names
     from workflows.cron_controls import CronControls
     from workflows.cron_rules import (
+        BACKFILL_BATCH,
         FORCED_ROTATION,
+        bounded_next_slot,
         child_outcome,
         drop_outcome,
         tick_spec,
@@ -96,6 +98,8 @@ class CronJobWorkflow(CronControls):
         self.tracked = set()
         self.slot_timer = None
         self.cancel_sent = set()
+        self.ended = None
+        self.over = False
         self._load_schedule()
 
     @workflow.run
@@ -104,7 +108,7 @@ class CronJobWorkflow(CronControls):
             self.state.last_slot = workflow.info().start_time
         self.lean = workflow.patched(names.PATCH_LEAN_CRON)
         try:
-            while True:
+            while self.ended is None:
                 if self._time_to_rotate() and (not self.tracked or self._must_rotate()):
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     workflow.continue_as_new(
@@ -116,6 +120,7 @@ class CronJobWorkflow(CronControls):
                     await self._step()
                 except cronmath.CronError as err:
                     raise self._no_next_slot(err) from None
+            await workflow.wait_condition(workflow.all_handlers_finished)
         except BaseException as err:
             if is_cancelled_exception(err):
                 self._note_cancellation("no further slots")
@@ -136,6 +141,9 @@ class CronJobWorkflow(CronControls):
             return
         if self.state.buffered is not None and not self.state.running:
             slot, self.state.buffered = self.state.buffered, None
+            if self._runs_left() == 0:
+                self._record(slot, "skipped", detail="max_runs reached")
+                return
             await self._start(slot, "ran")
             return
         if self.state.paused:
@@ -147,9 +155,15 @@ class CronJobWorkflow(CronControls):
                 label = f"paused until {self._when(until)}" if until is not None else ""
                 await self._wait_for_control(until, label)
             return
-        slot, fire_at = self._plan()
+        planned = self._plan()
+        if planned is None:
+            await self._wind_down()
+            return
+        slot, fire_at = planned
         if now < fire_at:
-            if self.lean:
+            if self._backfill_ready():
+                await self._backfill_step()
+            elif self.lean:
                 await self._wait_for_slot(fire_at, f"next slot {self._when(slot)}")
             else:
                 self._publish_next_run(slot)
@@ -178,14 +192,58 @@ class CronJobWorkflow(CronControls):
         workflow.logger.error("cron %s: %s; no further slots", self.spec.id, message)
         return ApplicationError(message, type=NO_NEXT_SLOT, non_retryable=True)
 
-    def _plan(self) -> tuple[datetime, datetime]:
-        """The next slot and when to fire it (jitter drawn once per slot, deterministically)."""
+    def _plan(self) -> tuple[datetime, datetime] | None:
+        """The next slot and when to fire it (jitter drawn once per slot, deterministically);
+        None when the bounds (``end``, ``max_runs``) allow no further slot."""
         assert self.state.last_slot is not None
-        slot = cronmath.next_slot(self.cron, self.zone, self.state.last_slot)
+        if self._runs_left() == 0:
+            return None
+        slot = bounded_next_slot(self.spec, self.cron, self.zone, self.state.last_slot)
+        if slot is None:
+            return None
         if self.planned is None or self.planned[0] != slot:
             jitter = workflow.random().uniform(0, self.spec.schedule_jitter)
             self.planned = (slot, slot + timedelta(seconds=jitter))
         return self.planned
+
+    async def _wind_down(self) -> None:
+        """The bounds allow no further slot: finish the queued backfills and wait for the
+        running slots (and manual runs), then end as done."""
+        self.over = True
+        self.planned = None
+        self._drop_slot_timer()
+        if self._backfill_ready():
+            await self._backfill_step()
+        elif self.state.backfills or self.state.running:
+            await self._wait_for_control(None, "schedule over; waiting for running slots")
+        else:
+            self._end()
+
+    def _backfill_ready(self) -> bool:
+        """A queued backfill may start slots now (not while paused or about to rotate;
+        ``buffer_all`` only when no slot of the cron is running)."""
+        if not self.state.backfills or self.state.paused or self._time_to_rotate():
+            return False
+        return self.state.backfills[0].overlap == "allow_all" or not self.state.running
+
+    async def _backfill_step(self) -> None:
+        """Start the next slots of the oldest backfill (a batch, or one for buffer_all)."""
+        head = self.state.backfills[0]
+        wanted = BACKFILL_BATCH if head.overlap == "allow_all" else 1
+        slots: list[datetime] = []
+        while len(slots) < wanted:
+            slot = self._next_slot(head.after)
+            if slot is None or slot > head.to:
+                self.state.backfills.pop(0)  # its range is done
+                break
+            slots.append(slot)
+            head.after = slot
+        await asyncio.gather(*(self._start(slot, "backfilled") for slot in slots))
+
+    def _wake(self) -> bool:
+        """Beyond controls: a backfill that may go on, or an over schedule gone idle."""
+        idle = self.over and not self.state.running and not self.state.paused
+        return idle or self._backfill_ready()
 
     async def _apply_overlap(self, slot: datetime) -> None:
         if self.state.running:
@@ -301,11 +359,12 @@ class CronJobWorkflow(CronControls):
 
     def _changed_since(self, seen: int) -> Callable[[], bool]:
         if not self.lean:
-            return lambda: self.controls_seen != seen or self._time_to_rotate()
+            return lambda: self.controls_seen != seen or self._time_to_rotate() or self._wake()
         return lambda: (
             self.controls_seen != seen
             or (self._time_to_rotate() and (not self.tracked or self._must_rotate()))
             or (self.state.buffered is not None and not self.state.running)
+            or self._wake()
         )
 
     def _must_rotate(self) -> bool:

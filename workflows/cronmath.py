@@ -1,14 +1,22 @@
-"""Cron expressions and time zones: validation and the next slot, under our DST rules.
+"""Cron expressions and time zones: validation and the next slot, under a DST policy.
 
 Pure and deterministic (the base time is always an argument), so the workflow sandbox passes
 this module through. Matching happens on *naive local wall times*, where there is no DST;
-this module then maps each wall time to real UTC instants:
+this module then maps each wall time to real UTC instants, as the job's DST policy says
+(``dst_gap`` and ``dst_repeat`` on the spec; the defaults are the rules from before the
+policy existed):
 
-* a wall time that does not exist (the spring-forward gap) fires once, at the first valid
-  instant after the gap (the transition itself);
-* a wall time that happens twice (the fall-back repeated hour) fires once, at its first
-  occurrence, for a fixed-time job; an interval job, one whose hour field matches every hour
-  (``*/15 * * * *``), fires at both occurrences, so it keeps its real interval.
+* a wall time that does not exist (the spring-forward gap): ``gap="shift"`` (default) fires
+  it once, at the first valid instant after the gap (the transition itself; several skipped
+  wall times make one slot there); ``gap="skip"`` does not fire it at all;
+* a wall time that happens twice (the fall-back repeated hour): ``repeat="first"`` fires its
+  first occurrence, ``"last"`` its second, ``"both"`` each; ``repeat=None`` (default) is
+  ``"first"`` for a fixed-time job and ``"both"`` for an interval job, one whose hour field
+  matches every hour (``*/15 * * * *``), so it keeps its real interval.
+
+An expression whose every wall time falls in gaps (``30 2 * 3 SUN#2`` in New York) has no
+slot under ``gap="skip"``: :func:`next_slot` raises :class:`SkippedByGapError` (a
+:class:`CronError`) saying so.
 
 Slots are UTC instants, strictly increasing: the next slot is the earliest instant strictly
 after the previous one. Finding it skips ahead field by field, near a transition too
@@ -36,13 +44,22 @@ from workflows.cronsyntax import MAX_EXPRESSION_LENGTH as MAX_EXPRESSION_LENGTH
 from workflows.cronsyntax import CronError as CronError
 from workflows.cronsyntax import Days, read
 from workflows.cronwalk import Clock, Search
+from workflows.cronwalk import DstGap as DstGap
+from workflows.cronwalk import DstRepeat as DstRepeat
 from workflows.cronwalk import instants as instants
+from workflows.cronwalk import repeat_rule as repeat_rule
 from workflows.cronwalk import transition_between as transition_between
 
 # A leap-day cron waits 8 years across 2100 (2096-02-29 to 2104-02-29); nothing may wait longer.
 MAX_GAP_DAYS = (date(2104, 2, 29) - date(2096, 2, 29)).days
 CYCLE_DAYS = 146097  # 400 Gregorian years, a whole number of weeks: the calendar repeats
 _CYCLE_START = date(2000, 1, 1)
+_RULES_REPEAT_FROM = datetime(2038, 1, 1, tzinfo=UTC)  # zones follow their yearly rule
+
+
+class SkippedByGapError(CronError):
+    """No slot under ``gap="skip"``, though there is one under ``"shift"``: every wall time
+    the expression names falls in a DST gap (``30 2 * 3 SUN#2`` in New York)."""
 
 
 @dataclass(frozen=True)
@@ -226,33 +243,75 @@ def matches(cron: Cron, wall: datetime) -> bool:
 # -- wall times to instants: DST (see :mod:`workflows.cronwalk`) ----------------------------
 
 
-def next_slot(cron: Cron, zone: ZoneInfo, after: datetime) -> datetime:
+def next_slot(
+    cron: Cron,
+    zone: ZoneInfo,
+    after: datetime,
+    *,
+    gap: DstGap = "shift",
+    repeat: DstRepeat | None = None,
+) -> datetime:
     """The first slot strictly after the instant ``after`` (aware), as a UTC instant.
 
     Raises :class:`CronError` (a ValueError) when there is none before the end of year 9999.
     """
-    return next_slot_counted(cron, zone, after)[0]
+    return next_slot_counted(cron, zone, after, gap=gap, repeat=repeat)[0]
 
 
-def next_slot_counted(cron: Cron, zone: ZoneInfo, after: datetime) -> tuple[datetime, int]:
+def next_slot_counted(
+    cron: Cron,
+    zone: ZoneInfo,
+    after: datetime,
+    *,
+    gap: DstGap = "shift",
+    repeat: DstRepeat | None = None,
+) -> tuple[datetime, int]:
     """:func:`next_slot` and the work it took: zone look-ups plus matching-wall-time steps
     (a few dozen for any expression at any instant; never one per second)."""
-    search = Search(Clock(zone), lambda wall: next_wall(cron, wall), cron.every_hour)
+    rule = repeat_rule(repeat, cron.every_hour)
+    search = Search(Clock(zone), lambda wall: next_wall(cron, wall), gap, rule)
     try:
-        return search.next_slot(after), search.clock.steps
+        if gap == "skip":  # the only policy under which an accepted expression can starve
+            search.until = _last_chance(after)
+        slot = search.next_slot(after)
     except CronError:
         raise
     except (OverflowError, ValueError) as err:  # datetime arithmetic past year 1 or 9999
         raise CronError(
             f"has no slot after {after.isoformat()}: dates end with year {date.max.year}"
         ) from err
+    if slot is None:
+        raise SkippedByGapError(
+            f"has no slot after {after.isoformat()}: every wall time it names from then on "
+            "falls in a DST gap, and dst_gap 'skip' leaves those out"
+        )
+    return slot, search.clock.steps
 
 
-def upcoming(cron: Cron, zone: ZoneInfo, after: datetime, count: int) -> list[datetime]:
+def _last_chance(after: datetime) -> datetime | None:
+    """Past this instant no slot skipped by gaps can turn up: from 2038 on, zones follow
+    their yearly rule (tzdata lists transitions up to 2037) and the calendar repeats every
+    400 years, so 400 years after both ``after`` and 2038 everything has been seen. None
+    when that is past what datetime holds (the search then ends with year 9999)."""
+    try:
+        return max(after, _RULES_REPEAT_FROM) + timedelta(days=CYCLE_DAYS + 2)
+    except OverflowError:
+        return None
+
+
+def upcoming(
+    cron: Cron,
+    zone: ZoneInfo,
+    after: datetime,
+    count: int,
+    *,
+    gap: DstGap = "shift",
+    repeat: DstRepeat | None = None,
+) -> list[datetime]:
     """The next ``count`` slots strictly after ``after``."""
     slots: list[datetime] = []
     for _ in range(count):
-        after = next_slot(cron, zone, after)
+        after = next_slot(cron, zone, after, gap=gap, repeat=repeat)
         slots.append(after)
     return slots
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import Priority, RetryPolicy, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
@@ -24,6 +24,7 @@ from workflows.models import (
     JobSpec,
     JobStatus,
 )
+from workflows.models.spec import DEFAULT_PRIORITY
 
 # Attempts lost before their handler started (a worker or the server died while the job
 # waited for run_at) cost the job nothing; Temporal's policy keeps this many in reserve.
@@ -62,6 +63,20 @@ def retry_policy(spec: JobSpec, budget: int) -> RetryPolicy:
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=spec.backoff_max),
         maximum_attempts=budget + RESERVE_ATTEMPTS,
+    )
+
+
+def activity_priority(spec: JobSpec) -> Priority | None:
+    """What ``run_job`` carries to the task queue's matcher: the job's priority (1 goes first)
+    and its fairness key and weight. None for a job with every field at its default: such a
+    job's activity is scheduled exactly as before these fields existed (replay)."""
+    default_weight = spec.fairness_key is None or spec.fairness_weight == 1.0
+    if spec.priority == DEFAULT_PRIORITY and spec.fairness_key is None:
+        return None
+    return Priority(
+        priority_key=spec.priority,
+        fairness_key=spec.fairness_key,
+        fairness_weight=None if default_weight else spec.fairness_weight,
     )
 
 

@@ -23,9 +23,10 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn
 
 from temporalio import workflow
+from temporalio.common import Priority
 from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
@@ -33,11 +34,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows import names
     from workflows.durations import format_duration
     from workflows.job_controls import JobControls
+    from workflows.job_permit import JobPermit, Outcome
     from workflows.job_rules import (
         LOST_LEASE,
         LOST_LEASE_TYPE,
         READ_LOG_RETRY,
         READ_LOG_TIMEOUT,
+        activity_priority,
         attempt_allowance,
         attempts_from_failure,
         failure_message,
@@ -54,11 +57,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.uitext import clip
 
-Outcome = Literal["done", "exhausted", "withdrawn"]
-
 
 @workflow.defn(name=names.JOB_WORKFLOW)
-class JobWorkflow(JobControls):
+class JobWorkflow(JobControls, JobPermit):
     @workflow.init
     def __init__(self, *args: Any) -> None:
         """Started with one JobSpec (checked by inbox.start_arg: a bad input fails the
@@ -80,11 +81,11 @@ class JobWorkflow(JobControls):
             outcome: Outcome = "withdrawn"
             while outcome == "withdrawn":  # paused while dispatched: wait again
                 await self._wait_until_due()
-                outcome = await self._run_round()
+                outcome = await self._permitted_round()
             while outcome == "exhausted":
                 await self._park()
                 await self._await_release()  # a discard ends the run here
-                outcome = await self._run_round()
+                outcome = await self._permitted_round()
         except BaseException as err:
             if is_cancelled_exception(err):
                 self._note_cancellation(self.state.cancel_detail)
@@ -196,6 +197,7 @@ class JobWorkflow(JobControls):
             heartbeat_timeout=timedelta(seconds=self.spec.lease),
             retry_policy=retry_policy(self.spec, job.budget),
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            priority=activity_priority(self.spec) or Priority.default,
         )
 
     async def _settle(

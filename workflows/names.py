@@ -16,10 +16,12 @@ JOB_WORKFLOW: Final = "JobWorkflow"
 CRON_WORKFLOW: Final = "CronJobWorkflow"
 DLQ_WORKFLOW: Final = "DeadLetterQueueWorkflow"
 REGISTRY_WORKFLOW: Final = "HandlerRegistryWorkflow"
+CONCURRENCY_WORKFLOW: Final = "ConcurrencyLimitWorkflow"  # one per concurrency key
 
 # -- well-known workflow ids (one of each per namespace) ------------------------------------------
 DLQ_WORKFLOW_ID: Final = "dead-letter-queue"
 REGISTRY_WORKFLOW_ID: Final = "handler-registry"
+CONCURRENCY_ID_PREFIX: Final = "concurrency/"  # + the key ("/" is never in a job id)
 
 # -- activities ----------------------------------------------------------------------------------
 RUN_JOB: Final = "run_job"
@@ -36,6 +38,9 @@ SIGNAL_PARK: Final = "park"  # job -> DLQ: a DeadEntry
 SIGNAL_JOB_RELEASED: Final = "job_released"  # job -> DLQ: a JobRelease
 SIGNAL_SLOT_FINISHED: Final = "slot_finished"  # slot job -> cron (only when the slot parks)
 SIGNAL_PUBLISH: Final = "publish"  # worker -> handler registry (signal-with-start)
+SIGNAL_ACQUIRE: Final = "acquire"  # job -> concurrency limit: a PermitRequest
+SIGNAL_RELEASE_PERMIT: Final = "release"  # job -> concurrency limit: a PermitRelease
+SIGNAL_PERMIT_GRANTED: Final = "permit_granted"  # concurrency limit -> job: a PermitGrant
 
 # -- queries -------------------------------------------------------------------------------------
 QUERY_STATUS: Final = "status"  # job, cron
@@ -44,12 +49,14 @@ QUERY_LOG: Final = "log"  # DLQ
 QUERY_DLQ_STATE: Final = "state"  # DLQ: its whole DlqState
 QUERY_HANDLERS: Final = "handlers"  # handler registry
 QUERY_CATALOG: Final = "catalog"  # handler registry: every WorkerHandlers, schemas included
+QUERY_PERMITS: Final = "permits"  # concurrency limit: its SemaphoreState
 
 # -- updates -------------------------------------------------------------------------------------
 UPDATE_PAUSE: Final = "pause"  # job, cron
 UPDATE_RESUME: Final = "resume"  # job, cron
 UPDATE_TRIGGER: Final = "trigger"  # job, cron
 UPDATE_SCHEDULE: Final = "update"  # cron: change its expression, zone or overlap
+UPDATE_BACKFILL: Final = "backfill"  # cron: run the slots of a past range
 
 # -- search attributes (registered by the dev stack, compose and every test environment) ---------
 SA_JOB_STATUS: Final = "JobStatus"  # Keyword

@@ -29,6 +29,16 @@ from workflows.models import SEARCH_ATTRIBUTES
 
 PR_SET_PDEATHSIG = 1
 _TYPE_NAMES = {"KEYWORD": "Keyword", "DATETIME": "Datetime", "TEXT": "Text", "INT": "Int"}
+# Task-queue priority and fairness (a job's ``priority``, ``fairness_key``/``fairness_weight``,
+# carried on its ``run_job`` activity) are off by default in Temporal server 1.32: matching
+# hands out backlogged tasks in arrival order unless its priority-enabled matcher is on.
+# ``matching.enableFairness`` turns on fair dispatch by key and implies
+# ``matching.useNewMatcher`` (priority levels); both are named so either reads plainly. The
+# compose stack sets the same keys in deploy/temporal/dynamicconfig.yaml.
+PRIORITY_DYNAMIC_CONFIG: dict[str, object] = {
+    "matching.useNewMatcher": True,
+    "matching.enableFairness": True,
+}
 
 
 def free_port() -> int:
@@ -64,6 +74,7 @@ class DevServer:
     ui_port: int | None = None  # None: headless
     wal: bool = True
     log_path: Path | None = None
+    # Extra dynamic config on top of PRIORITY_DYNAMIC_CONFIG (a key here overrides it).
     dynamic_config: dict[str, object] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
@@ -80,7 +91,7 @@ class DevServer:
             if self.wal:
                 cmd += ["--sqlite-pragma", "journal_mode=wal"]
         cmd += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
-        for key, value in self.dynamic_config.items():
+        for key, value in (PRIORITY_DYNAMIC_CONFIG | self.dynamic_config).items():
             cmd += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
         return cmd + search_attribute_flags()
 

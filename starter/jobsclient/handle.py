@@ -10,6 +10,7 @@ from temporalio.client import Client
 from starter import dlq, operations
 from starter.operations import Report, Scheduled
 from workflows.models import JobStatus
+from workflows.models.cron import BackfillAnswer
 
 # The statuses a job does not leave by itself: ``result()`` returns on the first of them.
 # (``dead`` waits for a human, who may requeue it; ``discarded`` and the others are final.)
@@ -88,6 +89,25 @@ class JobHandle:
     async def trigger(self, *, note: str | None = None) -> Report:
         """Run now instead of at ``run_at`` (a cron: one extra slot now); returns the report."""
         return await operations.trigger(self._client, self.job_id, note, self._actor)
+
+    async def backfill(
+        self,
+        from_: datetime | str,
+        to: datetime | str,
+        overlap: str | None = None,
+        *,
+        note: str | None = None,
+    ) -> BackfillAnswer:
+        """Run every slot of this cron in [``from_``, ``to``] (aware datetimes or ISO-8601
+        text; ``to`` not in the future) that has no job yet, each with its slot's id, so a
+        slot that already ran is not run again. ``overlap``: ``"allow_all"`` starts them all
+        at once, ``"buffer_all"`` one after another (default: ``allow_all`` for an
+        ``allow_all`` cron, else ``buffer_all``). Answers how many slots the range holds;
+        each slot's outcome (``backfilled`` or ``duplicate``) shows in :meth:`status`. More
+        than 10,000 slots raise :class:`~starter.errors.SpecError`."""
+        return await operations.backfill(
+            self._client, self.job_id, from_, to, overlap, note, self._actor
+        )
 
     async def requeue(self, note: str | None = None) -> None:
         """Give a dead job a fresh round of ``max_attempts`` (``jobs dlq requeue``). A job that

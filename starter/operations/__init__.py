@@ -11,7 +11,7 @@ callers map them to exit codes or HTTP statuses without knowing Temporal. By con
 - :mod:`.readback`: :func:`describe`, :func:`status`
 - :mod:`.listing`: :func:`list_jobs` (``jobs list`` / ``GET /jobs``)
 - :mod:`.pagetokens`: visibility page tokens as checked text
-- :mod:`.controls`: pause, resume, trigger, update, cancel
+- :mod:`.controls`: pause, resume, trigger, update, backfill, cancel
 - :mod:`.cronpreview`: the next slots of an expression
 - :mod:`.rpc`: Temporal's failures as typed errors
 
@@ -30,6 +30,8 @@ from starter.operations.bulk import (
 )
 from starter.operations.controls import (
     CONTROL_TIMEOUT,
+    backfill,
+    backfill_request,
     cancel,
     pause,
     require_open,
@@ -80,6 +82,8 @@ __all__ = [
     "Report",
     "Scheduled",
     "Submission",
+    "backfill",
+    "backfill_request",
     "cancel",
     "check_batch",
     "check_handler",

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -23,7 +23,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from starter import jobviews
-from starter.errors import InvalidTransition, TemporalUnavailable
+from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
 from starter.operations.readback import Report, describe
 from starter.operations.rpc import temporal_errors
 from starter.operations.validation import (
@@ -32,9 +32,11 @@ from starter.operations.validation import (
     control_request,
     pause_request,
 )
-from workflows import names
+from workflows import cronmath, names
+from workflows.cron_rules import BackfillTooLarge, backfill_slots, spec_from_memo
 from workflows.jobstatus import Facts, public_status
 from workflows.models import JOB_STATUS, ControlRequest, CronReport, CronUpdate, JobReport
+from workflows.models.cron import BackfillAnswer, BackfillRequest
 
 # How long a control waits for a worker to process it before telling the user why.
 CONTROL_TIMEOUT = 30.0
@@ -122,6 +124,59 @@ async def update_cron(
     if note is not None or actor is not None:
         change = change.model_copy(update={"note": check_note(note), "actor": actor})
     return await _update(client, job_id, names.UPDATE_SCHEDULE, change)
+
+
+def backfill_request(
+    start: datetime | str,
+    end: datetime | str,
+    overlap: str | None = None,
+    note: str | None = None,
+    actor: str | None = None,
+) -> BackfillRequest:
+    """A validated backfill: ``from`` <= ``to`` <= now (this machine's clock), both in the
+    date range; ``overlap`` allow_all or buffer_all (None: from the cron's own policy)."""
+    data = {"from": start, "to": end, "overlap": overlap, "note": check_note(note), "actor": actor}
+    now = datetime.now(UTC)
+    try:
+        request = BackfillRequest.model_validate(data, context={"now": now})
+    except ValidationError as err:
+        raise SpecError.from_validation(err) from err
+    if request.from_ > request.to:
+        raise SpecError([("from", "must not be after to")])
+    if request.to > now:
+        raise SpecError([("to", "must not be in the future (a backfill runs past slots)")])
+    return request
+
+
+async def backfill(
+    client: Client,
+    job_id: str,
+    start: datetime | str,
+    end: datetime | str,
+    overlap: str | None = None,
+    note: str | None = None,
+    actor: str | None = None,
+) -> BackfillAnswer:
+    """Run every slot of a cron in [start, end] that has no job yet (each by its slot id).
+    A range of more than MAX_BACKFILL_SLOTS slots is refused before anything is sent."""
+    request = backfill_request(start, end, overlap, note, actor)
+    check_not_reserved(job_id)
+    handle, desc = await describe(client, job_id)
+    require_open(job_id, "backfill", desc)
+    if desc.workflow_type != names.CRON_WORKFLOW:
+        raise InvalidTransition(f"cannot backfill: job {job_id!r} is not a cron job")
+    spec = spec_from_memo((await desc.memo()).get(names.MEMO_SCHEDULE))
+    if spec is not None and spec.cron is not None:  # else the workflow's validator counts
+        cron, zone = cronmath.parse(spec.cron), cronmath.zone(spec.timezone)
+        try:
+            backfill_slots(spec, cron, zone, request.from_, request.to)
+        except BackfillTooLarge as err:
+            raise SpecError([("to", str(err))]) from err
+    return await _control(
+        job_id,
+        names.UPDATE_BACKFILL,
+        lambda: handle.execute_update(names.UPDATE_BACKFILL, request, result_type=BackfillAnswer),
+    )
 
 
 async def cancel(

@@ -12,18 +12,24 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from connection.client import task_queue as default_task_queue
-from starter.errors import JobExists
+from starter.errors import JobExists, SpecError
 from starter.operations.handlers import known_handlers
 from starter.operations.rpc import temporal_errors
 from starter.operations.validation import Submission, check_handler, submission
 from starter.operations.wakeplan import MAX_AUTO_LEAD, MIN_DISPATCH_LEAD, WakePlan, covering_lead
 from workflows import cronmath, names
-from workflows.cron_rules import cron_details, cron_memo, cron_search_attributes, cron_summary
-from workflows.job_rules import start_search_attributes
+from workflows.cron_rules import (
+    bounded_next_slot,
+    cron_details,
+    cron_memo,
+    cron_search_attributes,
+    cron_summary,
+)
+from workflows.job_rules import activity_priority, start_search_attributes
 from workflows.models import JOB_RUN_AT, CronInput, JobSpec, JobStatus
 from workflows.uitext import job_details, job_summary
 
@@ -100,7 +106,15 @@ async def _start_cron(
     client: Client, spec: JobSpec, now: datetime, memo: dict[str, Any], queue: str
 ) -> Scheduled:
     assert spec.cron is not None
-    first = cronmath.next_slot(cronmath.parse(spec.cron), cronmath.zone(spec.timezone), now)
+    # The first slot at or after start (and not before now), under the DST policy.
+    try:
+        first = bounded_next_slot(
+            spec, cronmath.parse(spec.cron), cronmath.zone(spec.timezone), now
+        )
+    except cronmath.SkippedByGapError as err:  # every time it names falls in a DST gap
+        raise SpecError([("dst_gap", str(err))]) from err
+    if first is None:
+        raise SpecError([("end", "the cron has no slot between now (or start) and end")])
     await client.start_workflow(
         names.CRON_WORKFLOW,
         CronInput(spec=spec),
@@ -112,6 +126,9 @@ async def _start_cron(
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         static_summary=cron_summary(spec),
         static_details=cron_details(spec),
+        # Its workflow tasks, and each slot's job (a child inherits it), go by the job's
+        # priority and fairness key on the task queue.
+        priority=activity_priority(spec) or Priority.default,
     )
     return Scheduled(job_id=spec.id, next_run_at=first)
 
@@ -156,4 +173,7 @@ async def _start_delayed(
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         static_summary=job_summary(spec),
         static_details=job_details(spec),
+        # The job's workflow tasks wait on the task queue by its priority and fairness key
+        # too, not only its run_job attempts: an urgent job is not stuck behind a backlog's.
+        priority=activity_priority(spec) or Priority.default,
     )

@@ -19,7 +19,15 @@ UNKNOWN_ACTOR = "unknown"  # a control sent without one (e.g. with the bare temp
 
 # "rejected": a message dropped by the workflow as invalid (workflows/inbox.py).
 AuditAction = Literal[
-    "pause", "resume", "trigger", "cancel", "requeue", "discard", "update", "rejected"
+    "pause",
+    "resume",
+    "trigger",
+    "cancel",
+    "requeue",
+    "discard",
+    "update",
+    "backfill",
+    "rejected",
 ]
 
 

@@ -8,11 +8,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from workflows.models.attempts import AttemptRecord
-from workflows.models.audit import AuditEntry
+from workflows.models.audit import MAX_NOTE, AuditEntry
+from workflows.models.instants import Instant
 from workflows.models.spec import CronBoundsReport, JobSpec, Overlap
 from workflows.models.status import JobStatus
 
-SlotOutcome = Literal["ran", "skipped", "missed", "paused", "manual", "duplicate", "buffered"]
+SlotOutcome = Literal[
+    "ran", "skipped", "missed", "paused", "manual", "duplicate", "buffered", "backfilled"
+]
+# How a backfill's slots start: all at once, or one after another (each when no slot of the
+# cron is running). Temporal's names for the same two schedule overlap policies.
+BackfillOverlap = Literal["allow_all", "buffer_all"]
 
 
 class SlotRecord(BaseModel):
@@ -30,6 +36,14 @@ class SlotTime(BaseModel):
     utc: str  # ISO-8601, Z
 
 
+class Backfill(BaseModel):
+    """A backfill being worked through: its slots strictly after ``after`` up to ``to``."""
+
+    after: datetime
+    to: datetime
+    overlap: BackfillOverlap
+
+
 class CronState(BaseModel):
     """What a cron carries across continue-as-new: small and capped."""
 
@@ -42,6 +56,36 @@ class CronState(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     generation: int = 0
     audit: list[AuditEntry] = Field(default_factory=list)  # oldest first, capped
+    backfills: list[Backfill] = Field(default_factory=list)  # queued, oldest first
+
+
+class BackfillRequest(BaseModel):
+    """Run every slot of the cron in [``from``, ``to``] (both past instants) that has not run:
+    each slot's job has the slot's usual id, so one that already exists is recorded as
+    ``duplicate`` and not run again. ``overlap`` None: ``allow_all`` for a cron whose own
+    policy is ``allow_all``, else ``buffer_all``."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    from_: Instant = Field(alias="from")
+    to: Instant
+    overlap: BackfillOverlap | None = None
+    # Who and why, for the cron's audit trail.
+    actor: str | None = None
+    note: str | None = Field(default=None, max_length=MAX_NOTE)
+
+
+class BackfillAnswer(BaseModel):
+    """What a backfill queued: the number of slots in range (within the cron's bounds) and
+    the first and last of them. Whether each ran or was a ``duplicate`` shows in the cron's
+    slot records and counts as it is worked through."""
+
+    job_id: str
+    slots: int
+    first: datetime | None = None
+    last: datetime | None = None
+    overlap: BackfillOverlap
+    queued: int = 1  # backfills waiting in this cron, this one included
 
 
 class CronInput(BaseModel):

@@ -29,6 +29,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from workflows import cronmath
+from workflows.cronmath import DstGap, DstRepeat
 from workflows.durations import parse_duration
 from workflows.models.ids import HANDLER_PATTERN, MAX_CRON_ID, check_job_id, is_job_id
 from workflows.models.instants import MAX_AHEAD, Instant
@@ -74,8 +75,6 @@ def check_json_tree(value: Any) -> None:
 
 
 Overlap = Literal["skip", "buffer_one", "allow_all", "cancel_other"]
-DstGap = Literal["shift", "skip"]
-DstRepeat = Literal["first", "last", "both"]
 
 # Temporal's limits: priority keys 1..5 (its default levels; 3 when unset), a fairness key of
 # at most 64 bytes, weights are clamped by the server to this range.
