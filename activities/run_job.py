@@ -68,6 +68,7 @@ from activities.predispatch import (
     ServerLiveness,
     wait_for_run_at,
 )
+from activities.slot_gate import SlotGate
 from workflows import names
 from workflows.models import AttemptRecord, HeartbeatState, JobSpec, RunJobInput, RunJobResult
 
@@ -115,7 +116,8 @@ def job_context(
 
 class JobActivities:
     """Activities bound to a handler registry, the thread pool for sync handlers and the
-    worker's handler slots (attempts waiting for their time do not hold a slot)."""
+    worker's handler slots (attempts waiting for their time do not hold a slot; those waiting
+    for a slot get one by priority, fair share and arrival: :mod:`activities.slot_gate`)."""
 
     def __init__(
         self,
@@ -129,7 +131,7 @@ class JobActivities:
         self.cancel_latency = cancel_latency
         self.executor = executor
         self.worker = worker
-        self.slots = asyncio.Semaphore(max_concurrent_jobs)
+        self.slots = SlotGate(max_concurrent_jobs)  # by priority, fair share, arrival
         self.liveness = ServerLiveness()
         self.running: set[str] = set()  # attempts in their handler, for the loop watchdog
 
@@ -158,7 +160,8 @@ class JobActivities:
             )
             if early is not None:
                 return early
-        async with self.slots:
+        spec = job.spec
+        async with self.slots.slot(spec.priority, spec.fairness_key, spec.fairness_weight):
             return await self._attempt(job, state, spent + 1, clock, due_at(info, job))
 
     async def _attempt(

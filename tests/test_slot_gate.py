@@ -1,0 +1,138 @@
+"""The worker's slot gate (activities/slot_gate.py): attempts that wait for a handler slot
+get it by priority, then fair share between fairness keys (by weight), then arrival."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from activities.slot_gate import SlotGate
+
+Waiter = tuple[str, int, str | None, float]  # name, priority, fairness key, weight
+
+
+async def grant_order(gate: SlotGate, waiters: list[Waiter]) -> list[str]:
+    """Hold the gate's only slot, queue ``waiters`` (name, priority, key, weight) in that
+    order, then release: the names in the order they got the slot (each gives it back)."""
+    order: list[str] = []
+
+    async def wait(name: str, priority: int, key: str | None, weight: float) -> None:
+        async with gate.slot(priority, key, weight):
+            order.append(name)
+            await asyncio.sleep(0)
+
+    await gate.acquire()
+    tasks = []
+    for waiter in waiters:
+        tasks.append(asyncio.create_task(wait(*waiter)))
+        await asyncio.sleep(0)  # queued in this order
+    gate.release()
+    await asyncio.gather(*tasks)
+    return order
+
+
+async def test_defaults_are_served_in_arrival_order() -> None:
+    names = [f"job-{i}" for i in range(20)]
+    order = await grant_order(SlotGate(1), [(n, 3, None, 1.0) for n in names])
+    assert order == names
+
+
+async def test_a_higher_priority_goes_first_whatever_its_arrival() -> None:
+    waiters: list[Waiter] = [(f"low-{i}", 5, None, 1.0) for i in range(10)]
+    waiters += [("mid", 3, None, 1.0), ("urgent", 1, None, 1.0), ("two", 2, "k", 1.0)]
+    order = await grant_order(SlotGate(1), waiters)
+    assert order[:3] == ["urgent", "two", "mid"]
+    assert order[3:] == [f"low-{i}" for i in range(10)]
+
+
+async def test_fairness_keys_take_turns_however_long_the_flood() -> None:
+    waiters: list[Waiter] = [(f"a-{i}", 3, "a", 1.0) for i in range(100)]
+    waiters += [(f"b-{i}", 3, "b", 1.0) for i in range(5)]
+    order = await grant_order(SlotGate(1), waiters)
+    b_positions = [order.index(f"b-{i}") for i in range(5)]
+    # Round robin: b's jobs are every other grant from the start (b joins at a's pass).
+    assert b_positions == [1, 3, 5, 7, 9], order[:12]
+    assert [n for n in order if n.startswith("a")] == [f"a-{i}" for i in range(100)]
+
+
+async def test_weights_share_the_slots_in_proportion() -> None:
+    waiters: list[Waiter] = [(f"a-{i}", 3, "a", 3.0) for i in range(60)]
+    waiters += [(f"b-{i}", 3, "b", 1.0) for i in range(60)]
+    order = await grant_order(SlotGate(1), waiters)
+    first = Counter(name[0] for name in order[:40])
+    assert (first["a"], first["b"]) == (30, 10)
+
+
+async def test_an_idle_key_banks_no_credit() -> None:
+    """A key that starts waiting late joins at the current share, not at zero: it gets its
+    turn, not a burst of every grant it missed."""
+    gate = SlotGate(1)
+    order: list[str] = []
+
+    async def wait(name: str, key: str) -> None:
+        async with gate.slot(3, key):
+            order.append(name)
+            await asyncio.sleep(0)
+
+    await gate.acquire()
+    flood = [asyncio.create_task(wait(f"a-{i}", "a")) for i in range(40)]
+    await asyncio.sleep(0)
+    gate.release()
+    while len(order) < 20:
+        await asyncio.sleep(0)
+    late = [asyncio.create_task(wait(f"b-{i}", "b")) for i in range(10)]
+    await asyncio.gather(*flood, *late)
+    after = order[order.index("b-0") - 1 :][:8]
+    assert Counter(name[0] for name in after) == {"a": 4, "b": 4}, order
+
+
+async def test_capacity_is_never_exceeded_and_every_waiter_is_served() -> None:
+    gate = SlotGate(3)
+    inside = 0
+    most = 0
+    served = 0
+
+    async def job(priority: int, key: str) -> None:
+        nonlocal inside, most, served
+        async with gate.slot(priority, key):
+            inside += 1
+            most = max(most, inside)
+            await asyncio.sleep(0.001)
+            inside -= 1
+            served += 1
+
+    await asyncio.gather(*(job(1 + i % 5, f"k{i % 7}") for i in range(300)))
+    assert (most, served, gate.free, gate.waiting()) == (3, 300, 3, 0)
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_and_loses_no_slot() -> None:
+    gate = SlotGate(1)
+    await gate.acquire()
+    gone = asyncio.create_task(gate.acquire(1, "x"))
+    stays = asyncio.create_task(gate.acquire(5, "y"))
+    await asyncio.sleep(0)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert gate.waiting() == 1
+    gate.release()
+    await asyncio.wait_for(stays, timeout=5)
+    gate.release()
+    assert (gate.free, gate.waiting()) == (1, 0)
+
+
+async def test_a_waiter_cancelled_as_its_slot_arrives_passes_it_on() -> None:
+    gate = SlotGate(1)
+    await gate.acquire()
+    first = asyncio.create_task(gate.acquire())
+    second = asyncio.create_task(gate.acquire())
+    await asyncio.sleep(0)
+    gate.release()  # the slot is handed to `first`, which has not run yet...
+    first.cancel()  # ...and is cancelled before it does
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.wait_for(second, timeout=5)  # the slot went on to `second`
+    gate.release()
+    assert (gate.free, gate.waiting()) == (1, 0)
