@@ -30,8 +30,9 @@ from workflows.models import SEARCH_ATTRIBUTES
 PR_SET_PDEATHSIG = 1
 _TYPE_NAMES = {"KEYWORD": "Keyword", "DATETIME": "Datetime", "TEXT": "Text", "INT": "Int"}
 # Task-queue priority and fairness (a job's ``priority``, ``fairness_key``/``fairness_weight``,
-# carried on its ``run_job`` activity) are off by default in Temporal server 1.32: matching
-# hands out backlogged tasks in arrival order unless its priority-enabled matcher is on.
+# carried on its workflow and ``run_job`` activity) need the server's priority-enabled
+# matcher; with these keys false, backlogged tasks went out in arrival order here. Set
+# explicitly, since server versions differ in their defaults.
 # ``matching.enableFairness`` turns on fair dispatch by key and implies
 # ``matching.useNewMatcher`` (priority levels); both are named so either reads plainly. The
 # compose stack sets the same keys in deploy/temporal/dynamicconfig.yaml.
