@@ -265,3 +265,31 @@ def test_starter_script_lines_pasted_line_by_line(cli: dict[str, str], workers: 
     dead_job(cli, dead, 2)
     for job_id in (cron_id, one_shot):
         jobs_json(cli, "cancel", job_id)
+
+
+# -- the benchmark lines: each names a module and flags that exist ------------------------------
+
+
+def bench_lines() -> list[str]:
+    return [line for line in block_after("One command per benchmark") if "-m bench." in line]
+
+
+def test_the_readme_lists_every_benchmark() -> None:
+    listed = {line.split()[2] for line in bench_lines()}
+    modules = {
+        f"bench.{path.stem}"
+        for path in (ROOT / "bench").glob("*.py")
+        if "__main__" in path.read_text() and path.stem not in {"report", "baseline", "peer"}
+    }
+    assert listed == modules
+
+
+@pytest.mark.parametrize("line", bench_lines())
+def test_each_benchmark_line_parses_its_flags(line: str) -> None:
+    """The module answers ``--help``, and every flag the README's line (and its comment)
+    names is in that help."""
+    module = line.split()[2]
+    output = paste(f"python -m {module} --help", dict(cli_env("localhost:1", "unused")), {})
+    assert output.startswith("usage: ")
+    flags = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", line))
+    assert flags <= set(re.findall(r"--[a-z][a-z-]*", output)), (flags, output)
