@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, NoReturn
 
 from temporalio import activity
@@ -139,6 +139,12 @@ class AttemptLog:
         self.handler = handler
         self.started = time.monotonic()
         state.attempts.append(record)
+
+    def restart(self, started_at: datetime) -> None:
+        """The handler starts now: its start was recorded before it took a handler slot."""
+        self.record = self.record.model_copy(update={"started_at": started_at})
+        self.state.attempts[-1] = self.record
+        self.started = time.monotonic()
 
     def close(
         self, outcome: Outcome, error: BaseException | None = None, delay: float | None = None

@@ -160,9 +160,7 @@ class JobActivities:
             )
             if early is not None:
                 return early
-        spec = job.spec
-        async with self.slots.slot(spec.priority, spec.fairness_key, spec.fairness_weight):
-            return await self._attempt(job, state, spent + 1, clock, due_at(info, job))
+        return await self._attempt(job, state, spent + 1, clock, due_at(info, job))
 
     async def _attempt(
         self,
@@ -181,14 +179,25 @@ class JobActivities:
             worker=self.worker,
         )
         attempt = AttemptLog(state, record, spec.handler)
-        metrics.record_start(spec.handler, record.started_at - due)
-        ctx = job_context(spec, record, state, self.worker)
         state.cancel_within = self.cancel_within(spec.lease)
         ending: Ending
         try:
             # The lease starts now: status shows the attempt, even if its handler kills us.
+            # Recorded before a handler slot is taken: a slot held through this round trip
+            # capped a herd's starts at slots / round-trip time (3.1 s p99 for 1,000 due at
+            # once with 100 slots, 1.3 s with 1,000).
             await heartbeat_durably(state, min(spec.lease / 3, GO_CHECK_TIMEOUT))
-            ending = Succeeded(await self._handle(job, ctx, state))
+            async with self.slots.slot_beating(
+                spec.priority,
+                spec.fairness_key,
+                spec.fairness_weight,
+                every=spec.lease * SDK_THROTTLE / 2,
+                beat=lambda: activity.heartbeat(state),
+            ):
+                attempt.restart(clock.now())
+                metrics.record_start(spec.handler, attempt.record.started_at - due)
+                ctx = job_context(spec, attempt.record, state, self.worker)
+                ending = Succeeded(await self._handle(job, ctx, state))
         except asyncio.CancelledError as err:
             ending = cancelled_ending(err)
         except PermanentError as err:

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from workflows.models.spec import DEFAULT_PRIORITY
@@ -89,6 +89,38 @@ class SlotGate:
         fairness_weight: float = 1.0,
     ) -> AsyncIterator[None]:
         await self.acquire(priority, fairness_key, fairness_weight)
+        try:
+            yield
+        finally:
+            self.release()
+
+    @contextlib.asynccontextmanager
+    async def slot_beating(
+        self,
+        priority: int,
+        fairness_key: str | None,
+        fairness_weight: float,
+        every: float,
+        beat: Callable[[], None],
+    ) -> AsyncIterator[None]:
+        """:meth:`slot`, calling ``beat`` every ``every`` seconds while it waits (an attempt
+        whose start is recorded holds its lease by heartbeats until a slot frees). The wait
+        keeps its place in line across beats."""
+        taking = asyncio.ensure_future(self.acquire(priority, fairness_key, fairness_weight))
+        try:
+            while not taking.done():
+                await asyncio.wait({taking}, timeout=every)
+                if not taking.done():
+                    beat()
+            taking.result()
+        except BaseException:
+            if taking.done() and not taking.cancelled() and taking.exception() is None:
+                self.release()  # granted as we were cancelled: pass it on
+            else:
+                taking.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await taking
+            raise
         try:
             yield
         finally:

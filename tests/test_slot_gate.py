@@ -136,3 +136,42 @@ async def test_a_waiter_cancelled_as_its_slot_arrives_passes_it_on() -> None:
     await asyncio.wait_for(second, timeout=5)  # the slot went on to `second`
     gate.release()
     assert (gate.free, gate.waiting()) == (1, 0)
+
+
+async def test_a_beating_wait_beats_while_it_waits_and_keeps_its_place() -> None:
+    gate = SlotGate(1)
+    beats: list[str] = []
+    order: list[str] = []
+
+    async def wait(name: str) -> None:
+        async with gate.slot_beating(3, None, 1.0, every=0.02, beat=lambda: beats.append(name)):
+            order.append(name)
+
+    await gate.acquire()
+    first = asyncio.create_task(wait("first"))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(wait("second"))
+    await asyncio.sleep(0.15)  # several beat intervals with the slot held
+    assert beats.count("first") >= 3 and beats.count("second") >= 3
+    gate.release()
+    await asyncio.gather(first, second)
+    assert order == ["first", "second"]  # beating did not cost the first its place
+    assert gate.free == 1 and gate.waiting() == 0
+
+
+async def test_a_beating_wait_cancelled_loses_no_slot() -> None:
+    gate = SlotGate(1)
+    await gate.acquire()
+
+    async def wait() -> None:
+        async with gate.slot_beating(3, None, 1.0, every=0.01, beat=lambda: None):
+            raise AssertionError("a cancelled waiter must not run")
+
+    waiter = asyncio.create_task(wait())
+    await asyncio.sleep(0.05)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert gate.waiting() == 0
+    gate.release()
+    assert gate.free == 1
