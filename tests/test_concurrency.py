@@ -188,7 +188,9 @@ async def test_cost_in_actions_per_job(dev_client: Client, worker: str, tmp_path
         await finish(dev_client, limited[-1:])
     base = await actions(dev_client, plain)
     first, second = [await actions(dev_client, job) for job in limited]
-    assert (first, second) == (base + 2 + 2, base + 2)  # child start; grant + timer
+    # child start (2); the grant signal (1); the grant wait's timer (1), set only when the grant
+    # has not arrived yet: under load it can land in the same task as the acquire's send
+    assert (first - base, second - base) in {(4, 2), (3, 1), (4, 1), (3, 2)}, (base, first, second)
     # acquire (the first job's is its start input) and release signals, and a timer each
     # time it falls idle (it ends after 10 idle minutes)
     semaphore = await actions(dev_client, concurrency_workflow_id(key))

@@ -14,6 +14,7 @@ from starter import dlq
 from tests.helpers.dlq import POISON_ONCE, dlq_log, wait_for_log
 from tests.helpers.httpserver import serve
 from tests.helpers.jobs import finished, submit, wait_for_status
+from tests.helpers.poll import eventually
 from tests.helpers.temporal import running_worker
 from workflows.models import JOB_STATUS, DeadEntry, JobStatus
 from workflows.names import DLQ_WORKFLOW_ID
@@ -132,6 +133,14 @@ async def test_a_failing_webhook_is_retried_and_never_loses_an_entry(
         async with running_worker(ts_env.client, task_queue):
             handle = await submit(ts_env, task_queue, delay=0, **POISON_ONCE)
             await wait_for_log(ts_env.client, "parked", handle.id)
+
+            async def hits() -> int:
+                return len(endpoint.hits)
+
+            # The alert's 5-minute budget starts with its first attempt: skip past it only
+            # once that attempt has run (queries do not skip time; a budget that began after
+            # the skip would take minutes of real time).
+            await eventually(hits, lambda count: count >= 1, what="the alert's first attempt")
             await ts_env.sleep(timedelta(minutes=6))  # past the alert's 5-minute budget
             [failed] = await wait_for_log(ts_env.client, "alert-failed", "")
             assert [e.job_id for e in await dlq.recent_entries(ts_env.client)] == [handle.id]

@@ -58,7 +58,7 @@ def running_on(records: list[dict[str, Any]], pid: int) -> list[str]:
     ]
 
 
-@pytest.mark.alone  # two workers and 50 jobs; the kill must land while a handler runs
+
 async def test_drill_concurrency_limit_holds_through_a_worker_sigkill(
     dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:

@@ -8,8 +8,10 @@ is bound to an endpoint on 127.0.0.1 (tests never send traffic elsewhere)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import uuid
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from starter.dev.devserver import DevServer
+from starter.dev.devserver import DevServer, free_port
 from tests.helpers.api import Stack
 from tests.helpers.httpserver import serve
 from tests.helpers.poll import eventually_sync
@@ -293,3 +295,48 @@ def test_each_benchmark_line_parses_its_flags(line: str) -> None:
     assert output.startswith("usage: ")
     flags = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", line))
     assert flags <= set(re.findall(r"--[a-z][a-z-]*", output)), (flags, output)
+
+
+# -- `bash scripts/demo`: the stack and its demo, until the demo settles; then Ctrl-C ----------
+
+
+def test_scripts_demo_runs_the_stack_and_the_demo_settles(tmp_path: Path) -> None:
+    """``scripts/demo`` prepares the venv, then execs ``jobs dev --demo`` with its arguments;
+    that stack is run here on free ports (the README's default ports may be taken) until the
+    demo prints its closing hint, each job settled: the poison one dead, the flaky one done."""
+    script = (ROOT / "scripts" / "demo").read_text().splitlines()
+    assert script[-1] == 'exec .venv/bin/jobs dev --demo "$@"'
+    assert "bash scripts/demo" in block_after("## Two commands")[0]
+    ports = [str(free_port()) for _ in range(3)]
+    flags = ["--port", ports[0], "--ui-port", ports[1], "--api-port", ports[2]]
+    command = [str(BIN / "jobs"), "dev", "--demo", "--state-dir", str(tmp_path / "state"), *flags]
+    env = cli_env(f"localhost:{ports[0]}", "jobs")
+    stack = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    seen: list[str] = []
+    try:
+        assert stack.stdout is not None
+        for line in stack.stdout:
+            seen.append(line)
+            if line.startswith("[demo] try: jobctl list"):
+                break
+        final = {}
+        for line in seen:
+            match = re.match(r"\[demo\] (demo-\d+-\w+)\s+(\w+)\s+attempts=", line)
+            if match:
+                final[match.group(1).rsplit("-", 1)[1]] = match.group(2)
+        assert final.get("poison") == "dead" and final.get("flaky") == "done", "".join(seen)
+        stack.send_signal(signal.SIGINT)
+        assert stack.wait(timeout=60) == 0
+    finally:
+        if stack.poll() is None:
+            os.killpg(stack.pid, signal.SIGKILL)
+            stack.wait()
+        if stack.stdout is not None:
+            stack.stdout.close()
