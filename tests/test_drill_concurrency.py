@@ -58,7 +58,6 @@ def running_on(records: list[dict[str, Any]], pid: int) -> list[str]:
     ]
 
 
-
 async def test_drill_concurrency_limit_holds_through_a_worker_sigkill(
     dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
