@@ -45,11 +45,18 @@ async def report(env: WorkflowEnvironment | Client, cron_id: str) -> CronReport:
     return result
 
 
+def waiting_buffered(current: CronReport) -> bool:
+    """A buffered slot not yet started: between its running slot's end and its own start the
+    cron's ``running`` is empty for a moment (the child start is awaited)."""
+    ran = {r.slot for r in current.recent_slots if r.outcome == "ran"}
+    return any(r.outcome == "buffered" and r.slot not in ran for r in current.recent_slots)
+
+
 async def settle(env: WorkflowEnvironment | Client, cron_id: str) -> CronReport:
-    """Real-time pause until every started slot job has reported back."""
+    """Real-time pause until every started slot job (and a buffered one) has reported back."""
     return await eventually(
         lambda: report(env, cron_id),
-        lambda current: not current.running,
+        lambda current: not current.running and not waiting_buffered(current),
         interval=0.1,
         what=f"{cron_id} settled",
     )
