@@ -9,77 +9,22 @@ from __future__ import annotations
 
 import statistics
 import time
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.cronexpr import accepted, expressions
+from tests.helpers.cronoracle import (
+    MINUTE_CRONS,
+    SECONDS_CRONS,
+    TRANSITIONS,
+    WORK_ZONES,
+    brute_force_slots,
+)
 from workflows.cronmath import next_slot, next_slot_counted, parse
-
-# -- an independent oracle: every UTC second, in order, across real transitions -------------
-#
-# The oracle knows nothing of folds, offsets or field skipping: it reads the zone's clock at
-# each UTC second (or minute) and calls an instant a slot when the wall time it shows matches
-# and the clock has not shown that wall time before (or, for an interval cron, at every
-# showing), or when the clock has just jumped forward over a matching wall time.
-
-TRANSITIONS = [
-    ("America/New_York", datetime(2025, 3, 9, 7, tzinfo=UTC)),  # 02:00 EST -> 03:00 EDT
-    ("America/New_York", datetime(2025, 11, 2, 6, tzinfo=UTC)),  # 02:00 EDT -> 01:00 EST
-    ("Europe/London", datetime(2025, 3, 30, 1, tzinfo=UTC)),
-    ("Europe/London", datetime(2025, 10, 26, 1, tzinfo=UTC)),
-    ("Australia/Lord_Howe", datetime(2025, 4, 5, 15, tzinfo=UTC)),  # back 30 minutes
-    ("Australia/Lord_Howe", datetime(2025, 10, 4, 15, 30, tzinfo=UTC)),  # forward 30 minutes
-    ("Pacific/Apia", datetime(2011, 12, 30, 10, tzinfo=UTC)),  # skips 30 December: +24 hours
-    ("Antarctica/Troll", datetime(2025, 10, 26, 1, tzinfo=UTC)),  # back 2 hours
-]
-SECONDS_CRONS = [
-    "* * * * * *",
-    "*/20 * * * * *",
-    "*/7 */3 * * * *",  # fixed-time: the hour field does not match every hour
-    "15,45 * 1-2 * * *",
-    "0 30 1 * * *",
-    "59 59 1 * * *",  # the last second of a repeated hour, or one inside a gap
-]
-MINUTE_CRONS = ["* * * * *", "*/15 * * * *", "30 1 * * *", "30 2 * * *", "0 0 * * *"]
-REPEAT_MEMORY = timedelta(hours=3)  # longer than any fall-back in TRANSITIONS
-
-
-def brute_force_slots(
-    expression: str, zone: ZoneInfo, start: datetime, end: datetime
-) -> list[datetime]:
-    """Every slot in (start, end], found by reading the clock at each step of UTC time."""
-    cron = parse(expression)
-    step = timedelta(seconds=1 if cron.has_seconds else 60)
-    days: dict[date, bool] = {}
-
-    def named(wall: datetime) -> bool:
-        if wall.date() not in days:  # the day fields, by croniter (it agrees when one is '*')
-            at = datetime.combine(wall.date(), datetime.min.time())
-            days[wall.date()] = croniter.match("0 0 " + " ".join(expression.split()[-3:]), at)
-        times = (wall.second in cron.seconds, wall.minute in cron.minutes, wall.hour in cron.hours)
-        return all(times) and days[wall.date()]
-
-    moment = start - REPEAT_MEMORY
-    shown: set[datetime] = set()
-    previous: datetime | None = None
-    slots = []
-    while moment <= end:
-        wall = moment.astimezone(zone).replace(tzinfo=None)
-        fires = named(wall) and (cron.every_hour or wall not in shown)
-        if previous is not None and wall - previous > step:  # the clock jumped forward
-            skipped = (previous + step * n for n in range(1, (wall - previous) // step))
-            fires = fires or any(named(w) for w in skipped)
-        if fires and moment > start:
-            slots.append(moment)
-        shown.add(wall)
-        previous = wall
-        moment += step
-    return slots
 
 
 def _crosses(zone: ZoneInfo, transition: datetime) -> None:
@@ -122,13 +67,6 @@ def test_next_slot_agrees_with_the_brute_force_oracle_across_a_transition(
 # by one took ~7,200 steps per slot of '* * * * * *' within a day of a transition.
 
 NY = ZoneInfo("America/New_York")
-WORK_ZONES = [
-    ZoneInfo(name)
-    for name in sorted(
-        {name for name, _ in TRANSITIONS}
-        | {"UTC", "Europe/Berlin", "Asia/Kolkata", "America/Santiago"}
-    )
-]
 
 
 @settings(max_examples=200, deadline=None)

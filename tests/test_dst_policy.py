@@ -15,26 +15,26 @@ import os
 import statistics
 import time
 from bisect import bisect_right
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
-from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from starter import operations, render
 from starter.errors import SpecError
 from tests.helpers.cronexpr import accepted, expressions
-from tests.helpers.processes import jobs
-from tests.test_cronwalk import (
+from tests.helpers.cronoracle import (
     MINUTE_CRONS,
     SECONDS_CRONS,
     TRANSITIONS,
     WORK_ZONES,
     brute_force_slots,
+    wall_matcher,
 )
+from tests.helpers.processes import jobs
 from workflows.cronmath import (
     DstGap,
     DstRepeat,
@@ -64,16 +64,7 @@ def clock_readings(
 ) -> list[Reading]:
     """(instant, wall time shown, wall matches, a matching wall time was jumped over) at each
     step of UTC time from ``start - MARGIN`` to ``end + MARGIN``."""
-    cron = parse(expression)
-    step = timedelta(seconds=1 if cron.has_seconds else 60)
-    days: dict[date, bool] = {}
-
-    def named(wall: datetime) -> bool:
-        if wall.date() not in days:  # the day fields, by croniter (it agrees when one is '*')
-            at = datetime.combine(wall.date(), datetime.min.time())
-            days[wall.date()] = croniter.match("0 0 " + " ".join(expression.split()[-3:]), at)
-        times = (wall.second in cron.seconds, wall.minute in cron.minutes, wall.hour in cron.hours)
-        return all(times) and days[wall.date()]
+    step, named = wall_matcher(expression)
 
     readings = []
     moment, previous = start - MARGIN, None

@@ -356,6 +356,7 @@ from datetime import UTC, datetime
 from myapp.workflows.greeting import GreetingWorkflow  # the app's own code
 from connection.client import connect
 from starter import operations
+from starter.process_exit import exit_now
 
 
 async def main() -> None:
@@ -365,6 +366,7 @@ async def main() -> None:
     await operations.schedule(client, spec, now=datetime.now(UTC), task_queue=sys.argv[2])
 
 asyncio.run(main())
+exit_now(0)  # as our own scripts end: the SDK's threads can crash interpreter teardown
 """
 
 
