@@ -35,7 +35,9 @@ HANDLER_SECONDS = 0.25
 # server, priority is kept per partition of the task queue (four), so a few may still start
 # first: measured 0-3 waiting on the server, 0 on the worker (3 runs each; 3-13 on the server
 # with 0.25 s handlers before the job's workflow tasks carried its priority too).
-OVERTAKEN_SLACK = 6
+# Under the full suite on 2 cores (three test workers beside it): 8 and 9 in two clean-clone
+# runs. Arrival order would put every queued job first (>= 20, asserted below).
+OVERTAKEN_SLACK = 12
 URGENT_HANDLER_SECONDS = 1.0
 FLOOD = 80
 
