@@ -14,6 +14,7 @@ from temporalio import workflow
 
 import workflows.cronmath as cronmath
 import workflows.inbox as inbox
+from workflows import names
 from workflows.cron_rules import (
     MAX_BACKLOG_RECORDS,
     NEXT_SLOTS,
@@ -60,6 +61,19 @@ class CronCore:
         assert self.spec.cron is not None
         self.cron = cronmath.parse(self.spec.cron)
         self.zone = cronmath.zone(self.spec.timezone)
+
+    def _created(self) -> datetime:
+        """Where the first run counts slots from: when the server started the cron, so slots
+        due before its first workflow task (no worker had polled yet) run or are recorded as
+        missed, as after any outage. Runs before the patch counted from that first task and
+        neither ran nor recorded the slots in between (the starter's promised first one too).
+        The patch is asked only when a slot lies in between: otherwise both instants lead to
+        the same slots, and the run stays as it was (no marker)."""
+        info = workflow.info()
+        started, first_task = info.workflow_start_time, info.start_time
+        if self._next_slot(started) == self._next_slot(first_task):
+            return first_task
+        return started if workflow.patched(names.PATCH_SLOTS_FROM_START) else first_task
 
     def _next_slot(self, after: datetime) -> datetime | None:
         """The next slot within the bounds, or None when there is none (for display and for

@@ -105,7 +105,7 @@ class CronJobWorkflow(CronControls):
     @workflow.run
     async def run(self, *args: Any) -> None:
         if self.state.last_slot is None:
-            self.state.last_slot = workflow.info().start_time
+            self.state.last_slot = self._created()
         self.lean = workflow.patched(names.PATCH_LEAN_CRON)
         try:
             while self.ended is None:

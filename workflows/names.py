@@ -79,6 +79,8 @@ SLOT_END_BY_COMPLETION: Final = "completion"
 PATCH_CANCEL_WINS: Final = "cancel-wins-over-a-finished-attempt"
 PATCH_LEAN_STATUS: Final = "lean-status"
 PATCH_LEAN_CRON: Final = "lean-cron-slot"
+# A cron's first run counts its slots from the cron's start, not from its first workflow task.
+PATCH_SLOTS_FROM_START: Final = "cron-slots-from-start"
 
 # -- built-in handlers (every worker serves them; the client accepts them unpublished) -------
 HANDLER_LOG: Final = "log"

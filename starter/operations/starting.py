@@ -30,7 +30,7 @@ from workflows.cron_rules import (
     cron_summary,
 )
 from workflows.job_rules import activity_priority, start_search_attributes
-from workflows.models import JOB_RUN_AT, CronInput, JobSpec, JobStatus
+from workflows.models import JOB_RUN_AT, CronInput, CronState, JobSpec, JobStatus
 from workflows.uitext import job_details, job_summary
 
 __all__ = ["MIN_DISPATCH_LEAD", "Scheduled", "schedule", "start"]
@@ -117,7 +117,9 @@ async def _start_cron(
         raise SpecError([("end", "the cron has no slot between now (or start) and end")])
     await client.start_workflow(
         names.CRON_WORKFLOW,
-        CronInput(spec=spec),
+        # Slots count from the instant `first` was computed from, so the slot promised here
+        # runs even if the cron's first workflow task comes after it (or is recorded missed).
+        CronInput(spec=spec, state=CronState(last_slot=now)),
         id=spec.id,
         task_queue=queue,
         memo={**memo, names.MEMO_SCHEDULE: cron_memo(spec)},

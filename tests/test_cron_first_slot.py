@@ -1,0 +1,102 @@
+"""A cron's first slot on the time-skipping server: the slot the starter promised (``next_run_at``,
+``JobRunAt``) runs even when no worker has picked the cron up by then. A cron counts its slots
+from the instant the starter computed that promise (passed in its state), or, started bare (as
+``temporal workflow start`` would), from the server's start of its first run; never from its
+first workflow task."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
+
+from starter import operations
+from tests.helpers.cron import report, settle
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import running_worker
+from worker import WORKFLOWS, sandbox_runner
+from workflows import cronmath
+from workflows.cron_workflow import CronJobWorkflow
+from workflows.models import CronInput, CronReport, JobStatus, parse_spec
+from workflows.names import PATCH_SLOTS_FROM_START
+
+GRID = timedelta(seconds=5)
+
+
+def next_on_grid(moment: datetime) -> datetime:
+    """The first multiple of GRID (since the epoch) strictly after ``moment``."""
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    return epoch + ((moment - epoch) // GRID + 1) * GRID
+
+
+@pytest.mark.parametrize("started_by", ["starter", "bare"])
+async def test_the_promised_first_slot_runs_when_the_first_workflow_task_comes_later(
+    ts_env: WorkflowEnvironment, task_queue: str, started_by: str
+) -> None:
+    # Created just after a grid line, so the promised slot is one grid step (5 s) away and
+    # the start request has those 5 s to reach the server before that slot.
+    now = await ts_env.get_current_time()
+    await ts_env.sleep(next_on_grid(now) + timedelta(milliseconds=1) - now)
+    now = await ts_env.get_current_time()
+    spec = parse_spec(
+        {"name": "late-worker", "handler": "log", "cron": "*/5 * * * * *", "overlap": "allow_all"},
+        now,
+        new_id=f"cron-{uuid.uuid4().hex[:12]}",
+    )
+    if started_by == "starter":
+        promised = (
+            await operations.start(ts_env.client, spec, now, task_queue=task_queue)
+        ).next_run_at
+    else:
+        await ts_env.client.start_workflow(
+            CronJobWorkflow.run, CronInput(spec=spec), id=spec.id, task_queue=task_queue
+        )
+        promised = next_on_grid(now)
+    assert promised == next_on_grid(now)
+    created = (await ts_env.client.get_workflow_handle(spec.id).describe()).start_time
+    assert created < promised  # the cron exists before its first slot
+
+    # No worker yet: the cron's first workflow task waits until after the promised slot (the
+    # test server's clock runs in real time while nothing skips it).
+    while (late := promised + timedelta(seconds=1) - await ts_env.get_current_time()) > timedelta():
+        await asyncio.sleep(late.total_seconds())
+
+    async with running_worker(ts_env.client, task_queue):
+        first = await eventually(
+            lambda: report(ts_env, spec.id),
+            lambda current: bool(current.recent_slots),
+            what=f"{spec.id} recorded a slot",
+        )
+        await operations.pause(ts_env.client, spec.id)
+        final: CronReport = await settle(ts_env, spec.id)
+        await ts_env.client.get_workflow_handle(spec.id).cancel()
+
+    oldest = first.recent_slots[-1]
+    assert (oldest.slot, oldest.outcome) == (promised, "ran"), first.recent_slots
+    assert oldest.job_id == f"{spec.id}@{cronmath.iso_utc(promised)}"
+    assert "missed" not in final.counts
+    [record] = [r for r in final.recent_slots if r.slot == promised]
+    assert record.status == JobStatus.DONE
+
+    # A bare start took the patched branch (the starter's state needs none); it replays.
+    history = await ts_env.client.get_workflow_handle(spec.id).fetch_history()
+    patches = [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    ]
+    assert (PATCH_SLOTS_FROM_START in patches) == (started_by == "bare")
+    replayer = Replayer(
+        workflows=WORKFLOWS,
+        data_converter=pydantic_data_converter,
+        workflow_runner=sandbox_runner(),
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
