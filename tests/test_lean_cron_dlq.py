@@ -309,21 +309,28 @@ async def test_jobs_dead_is_counted_once_per_park_by_the_alert(task_queue: str) 
 
 
 async def test_update_writes_the_schedule_memo_readers_compute_the_next_run_from(
-    ts_env: WorkflowEnvironment, task_queue: str
+    dev_client: Client, task_queue: str
 ) -> None:
     """JobRunAt no longer follows the slots; a reader computes a cron's next run from the
-    schedule in its memo (the starter sets it at start; ``update`` keeps it current)."""
-    async with running_worker(ts_env.client, task_queue):
-        cron = await start_cron(ts_env, task_queue, cron="0 * * * *")
+    schedule in its memo (the starter sets it at start; ``update`` keeps it current).
+
+    On the dev server: the time-skipping server twice left an update sent right after a
+    workflow's start unanswered for 30 s under load (a known weakness of its update support)."""
+    async with running_worker(dev_client, task_queue):
+        cron = await start_cron(dev_client, task_queue, cron="0 * * * *")
         await operations.update_cron(
-            ts_env.client, cron.id, CronUpdate(cron="*/20 * * * *", timezone="Asia/Kolkata")
+            dev_client, cron.id, CronUpdate(cron="*/20 * * * *", timezone="Asia/Kolkata")
         )
         memo = await (await cron.describe()).memo()
-        now = await ts_env.get_current_time()
-        current = await report(ts_env, cron.id)
+        before = datetime.now(UTC)
+        current = await report(dev_client, cron.id)
+        after = datetime.now(UTC)
         await cron.cancel()
     assert memo[CRON_MEMO_KEY] == {"cron": "*/20 * * * *", "timezone": "Asia/Kolkata"}
-    assert next_run_from_memo(memo[CRON_MEMO_KEY], now) == current.run_at
+    # Real time: a slot boundary may pass while the report is read (then `after` gives it).
+    expected = {next_run_from_memo(memo[CRON_MEMO_KEY], now) for now in (before, after)}
+    assert current.run_at in expected
+    assert current.run_at is not None and current.run_at.astimezone(UTC).minute % 20 == 10
 
 
 @pytest.mark.parametrize(
