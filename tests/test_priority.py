@@ -5,20 +5,22 @@ matcher orders it: ``matching.enableFairness`` on the dev server we ship, see
 starter/dev/devserver.py) and with the worker's default prefetch (the backlog waits on the
 worker, where its slot gate orders it: activities/slot_gate.py).
 
-* A priority-1 job scheduled behind a backlog of priority-5 jobs starts before nearly all of
-  them (in arrival order it would start last).
-* Fairness: a trickle key's jobs scheduled behind a flood key's backlog start while most of
-  the flood still waits (in arrival order they would start after all of it).
+* Priority-1 jobs queued behind a backlog of priority-5 jobs are overtaken by few of it (in
+  arrival order, by all of it).
+* Fairness: a trickle key's jobs queued behind a flood key's backlog are overtaken by few of
+  the flood jobs waiting when they were queued (in arrival order, by all of them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from starter.dev.devserver import DevServer
@@ -30,14 +32,20 @@ pytestmark = pytest.mark.devserver
 
 SLOTS = 2
 HANDLER_SECONDS = 0.25
-# Arrival order would let every queued job go first (measured: 20+ of them). The urgent job's
-# own scheduling takes a moment (2 starts a second go by meanwhile) and, waiting on the
-# server, priority is kept per partition of the task queue (four), so a few may still start
-# first: measured 0-3 waiting on the server, 0 on the worker (3 runs each; 3-13 on the server
-# with 0.25 s handlers before the job's workflow tasks carried its priority too).
-# Under the full suite on 2 cores (three test workers beside it): 8 and 9 in two clean-clone
-# runs. Arrival order would put every queued job first (>= 20, asserted below).
-OVERTAKEN_SLACK = 12
+# Counted from the moment a job reaches the queue (its attempt scheduled): the jobs of the
+# backlog that start after that moment and before it ("overtaken by"); in arrival order that
+# is every job waiting then. Waiting on the worker (its default prefetch), its slot gate orders
+# exactly: measured 0 (priority) and at most 5 (fairness: the trickle's jobs take turns with
+# the flood's, and a job or two were already in a slot), whatever the load. Waiting on the
+# server (no prefetch), Temporal orders within each of the task queue's four partitions, which
+# approximates the whole queue: now and then a job waits on its partition (measured up to 15
+# of 27 for an urgent job, 46 of 75 for a trickle job; at most 34% of arrival order's total
+# over a test's jobs, 10 runs). A single partition made it exact but cost raw dispatch 6x
+# (bench.herd --jobs 1000: baseline p99 58.7 s vs 9.8 s), so the dev server keeps four and
+# these tests assert each side's contract: exact on the worker, far better than arrival order
+# in total on the server.
+WORKER_OVERTAKES = 8
+SERVER_SHARE = 0.6  # of arrival order's total overtakes
 URGENT_HANDLER_SECONDS = 1.0
 FLOOD = 80
 
@@ -52,8 +60,9 @@ def starts(path: Path) -> list[str]:
 
 async def schedule(
     client: JobsClient, key: str, path: Path, seconds: float = HANDLER_SECONDS, **fields: Any
-) -> None:
-    await client.schedule(
+) -> str:
+    """Schedule a ``test.record`` job keyed ``key``; its job id."""
+    handle = await client.schedule(
         key,
         handler="test.record",
         payload={"path": str(path), "seconds": seconds},
@@ -61,6 +70,23 @@ async def schedule(
         idempotency_key=key,
         **fields,
     )
+    return handle.job_id
+
+
+def start_times(path: Path) -> dict[str, float]:
+    """When each job's handler started (epoch seconds), by idempotency key."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return {line["key"]: line["at"] for line in lines if line["event"] == "start"}
+
+
+async def queued_at(client: Client, job_id: str) -> float:
+    """When the job's attempt was handed to Temporal's task queue (its ``run_job`` activity
+    scheduled), epoch seconds: from then on, only the queue's ordering decides when it starts."""
+    history = await client.get_workflow_handle(job_id).fetch_history()
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            return event.event_time.ToDatetime(tzinfo=UTC).timestamp()
+    raise AssertionError(f"{job_id} never scheduled its attempt")
 
 
 async def backlog(client: JobsClient, path: Path, keys: list[str], **fields: Any) -> int:
@@ -103,47 +129,74 @@ def busy_worker(request: pytest.FixtureRequest, workers: Workers) -> Workers:
     return workers
 
 
-async def test_a_priority_1_job_overtakes_a_backlog_of_priority_5_jobs(
-    jobs_client: JobsClient, busy_worker: Workers, tmp_path: Path
+def assert_ordered(
+    request: pytest.FixtureRequest, overtaken: list[int], waiting: list[int]
+) -> None:
+    """Each side's contract (see WORKER_OVERTAKES): the backlog was real, and the jobs were
+    overtaken by few of it on the worker, by far less than arrival order on the server."""
+    assert min(waiting) >= 20, waiting  # in arrival order, each would wait for all of these
+    if request.node.callspec.params["busy_worker"] == "worker":
+        assert max(overtaken) <= WORKER_OVERTAKES, (overtaken, waiting)
+    else:
+        assert sum(overtaken) <= SERVER_SHARE * sum(waiting), (overtaken, waiting)
+
+
+async def overtakes(
+    client: Client, path: Path, backlog_keys: list[str], jobs: dict[str, str]
+) -> tuple[list[int], list[int]]:
+    """For each of ``jobs`` (key -> job id): how many backlog jobs started between its
+    queueing and its start, and how many were waiting (not yet started) when it was queued."""
+    started = start_times(path)
+    overtaken, waiting = [], []
+    for key, job_id in jobs.items():
+        queued = await queued_at(client, job_id)
+        later = [started[other] for other in backlog_keys if started[other] > queued]
+        waiting.append(len(later))
+        overtaken.append(sum(1 for at in later if at < started[key]))
+    return overtaken, waiting
+
+
+async def test_priority_1_jobs_overtake_a_backlog_of_priority_5_jobs(
+    jobs_client: JobsClient,
+    dev_client: Client,
+    busy_worker: Workers,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     path = tmp_path / "starts.jsonl"
-    low = [f"low-{i}" for i in range(30)]
+    low = [f"low-{i}" for i in range(36)]
     seconds = URGENT_HANDLER_SECONDS
     await backlog(jobs_client, path, low, seconds=seconds, priority=5)
-    await schedule(jobs_client, "urgent", path, seconds=seconds, priority=1)
-    # Counted once the urgent job is accepted: under load its own scheduling took long
-    # enough for several more of the backlog to start (8 "overtook" it in one CI run when
-    # counted before the call).
-    started_before = len(starts(path))
-    order = await all_started(path, len(low) + 1)
-    waiting = len(low) - started_before  # queued when the urgent job arrived
-    overtaken_by = order.index("urgent") - started_before
-    assert waiting >= 20, order  # the backlog was real
-    assert overtaken_by <= OVERTAKEN_SLACK, (started_before, order.index("urgent"), order)
+    keys = [f"urgent-{i}" for i in range(3)]
+    ids = await asyncio.gather(
+        *(schedule(jobs_client, key, path, seconds=seconds, priority=1) for key in keys)
+    )
+    await all_started(path, len(low) + len(keys))
+    overtaken, waiting = await overtakes(dev_client, path, low, dict(zip(keys, ids, strict=True)))
+    assert_ordered(request, overtaken, waiting)
 
 
 async def test_a_trickle_key_is_not_starved_by_a_flood_key(
-    jobs_client: JobsClient, busy_worker: Workers, tmp_path: Path
+    jobs_client: JobsClient,
+    dev_client: Client,
+    busy_worker: Workers,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """Counted from the moment each trickle job reaches the queue (its attempt scheduled):
+    how long its own scheduling took under load is not the queue's doing (one CI run spent
+    ~40 flood starts on it)."""
     path = tmp_path / "starts.jsonl"
     flood = [f"flood-{i}" for i in range(FLOOD)]
-    trickle = [f"trickle-{i}" for i in range(4)]
-    started_before = await backlog(jobs_client, path, flood, fairness_key="tenant-a")
-    await asyncio.gather(
-        *(schedule(jobs_client, key, path, fairness_key="tenant-b") for key in trickle)
+    await backlog(jobs_client, path, flood, fairness_key="tenant-a")
+    trickle = await asyncio.gather(
+        *(schedule(jobs_client, f"trickle-{i}", path, fairness_key="tenant-b") for i in range(4))
     )
-    order = await all_started(path, len(flood) + len(trickle))
-    last_trickle = max(order.index(key) for key in trickle)
-    flood_after = [key for key in order[last_trickle:] if key.startswith("flood")]
-    assert len(flood) - started_before >= 60, order  # the flood was queued
-    positions = sorted(order.index(key) for key in trickle)
-    # In arrival order the trickle would start after the whole flood (with the queue's four
-    # partitions, measured at 75-95% of the way through). Fair shares: half of it starts
-    # before half the flood has (position measured 11-14 of 84 waiting on the server, 11-12
-    # on the worker), and the last of it while a good part of the flood still waits
-    # (measured 24-41 flood jobs after it on the server, 67-70 on the worker; 3 runs each).
-    assert positions[1] < FLOOD // 2, (started_before, positions)
-    assert len(flood_after) >= FLOOD // 8, (started_before, positions)
+    await all_started(path, len(flood) + len(trickle))
+    keys = [f"trickle-{i}" for i in range(4)]
+    jobs = dict(zip(keys, trickle, strict=True))
+    overtaken, waiting = await overtakes(dev_client, path, flood, jobs)
+    assert_ordered(request, overtaken, waiting)
 
 
 async def carried(client: Client, workflow_id: str) -> tuple[int, str, float]:
