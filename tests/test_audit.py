@@ -20,7 +20,7 @@ from starter import operations
 from tests.helpers.api import wait_status
 from tests.helpers.cron import report as cron_report
 from tests.helpers.cron import start_cron
-from tests.helpers.processes import Api, Workers, jobs, jobs_json, wait_for
+from tests.helpers.processes import Api, Workers, jobs, jobs_json, wait_for_async
 from tests.helpers.temporal import running_worker
 from workflows.models import JobStatus
 
@@ -111,10 +111,10 @@ async def test_cli_trail_pause_resume_trigger_then_requeue_through_the_dlq(
     assert trail_of(paused) == [("pause", CLI_ACTOR, "waiting for the db migration", None)]
     assert jobs(cli, "resume", job_id).returncode == 0
     assert jobs(cli, "trigger", job_id, "--note", "migration done").returncode == 0
-    wait_for(cli, job_id, "dead")
+    await wait_for_async(cli, job_id, "dead")
     requeued = jobs(cli, "dlq", "requeue", job_id, "--note", "handler fixed")
     assert requeued.returncode == 0, requeued.stderr
-    done = wait_for(cli, job_id, "done")
+    done = await wait_for_async(cli, job_id, "done")
 
     assert trail_of(done) == [
         ("pause", CLI_ACTOR, "waiting for the db migration", None),
@@ -251,7 +251,7 @@ async def test_cron_update_and_cancel_with_notes_show_in_the_cron_trail(
         ("update", CLI_ACTOR, "after the backup window", "cron 30 4 * * *")
     ]
     assert jobs(cli, "cancel", cron_id, "--note", "replaced by v2").returncode == 0
-    report = wait_for(cli, cron_id, "cancelled")
+    report = await wait_for_async(cli, cron_id, "cancelled")
     assert trail_of(report) == [
         ("update", CLI_ACTOR, "after the backup window", "cron 30 4 * * *"),
         ("cancel", CLI_ACTOR, "replaced by v2", "no further slots"),

@@ -13,8 +13,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from tests.helpers.cli import jobs_here
-from tests.helpers.poll import eventually_sync
-from tests.helpers.processes import Workers, jobs, jobs_json, wait_for
+from tests.helpers.processes import Workers, jobs, jobs_json, wait_for, wait_until
 
 pytestmark = pytest.mark.devserver
 
@@ -242,10 +241,11 @@ def test_cron_job_end_to_end_through_the_cli(cli: dict[str, str], workers: Worke
         cron_id,
     )
     assert scheduled["job_id"] == cron_id and scheduled["next_run_at"]
-    report = eventually_sync(
-        lambda: jobs_json(cli, "status", cron_id),
+    report = wait_until(
+        cli,
+        cron_id,
         lambda answer: sum(1 for s in answer["recent_slots"] if s["status"] == "done") >= 2,
-        interval=0.5,
+        timeout=30,
         what="two slots done",
     )
     assert report["kind"] == "cron" and report["status"] == "scheduled"

@@ -29,7 +29,7 @@ from tests.helpers.processes import (
     jobs_json,
     temporal,
     temporal_signal,
-    wait_for,
+    wait_for_async,
 )
 from tests.helpers.temporal import running_worker
 from workflows.backoff import retry_delay_bounds
@@ -101,7 +101,7 @@ async def test_requeue_three_ways_and_discard(
     by_cli, by_temporal_dlq, by_temporal_job, to_discard = (park_one(cli) for _ in range(4))
     everyone = {by_cli, by_temporal_dlq, by_temporal_job, to_discard}
     for job_id in everyone:
-        wait_for(cli, job_id, "dead")
+        await wait_for_async(cli, job_id, "dead")
     await wait_parked(dev_client, everyone)
     listed = jobs_json(cli, "dlq", "list")["entries"]
     assert {e["job_id"] for e in listed} == everyone
@@ -125,7 +125,7 @@ async def test_requeue_three_ways_and_discard(
     assert jobs(cli, "dlq", "discard", to_discard).returncode == 0
 
     for job_id in (by_cli, by_temporal_dlq, by_temporal_job):
-        report = wait_for(cli, job_id, "done")
+        report = await wait_for_async(cli, job_id, "done")
         assert [(a["attempt"], a["round"], a["outcome"]) for a in report["attempts"]] == [
             (1, 1, "failed"),
             (2, 2, "succeeded"),
@@ -156,13 +156,13 @@ async def test_bulk_requeue_and_discard_by_handler_are_safe_to_repeat(
     demo = {park_one(cli) for _ in range(5)}
     permanent = {park_one(cli, handler="test.permanent") for _ in range(3)}
     for job_id in demo | permanent:
-        wait_for(cli, job_id, "dead")
+        await wait_for_async(cli, job_id, "dead")
     await wait_parked(dev_client, demo | permanent)
 
     first = jobs_json(cli, "dlq", "requeue", "--all", "--handler", "demo.sleep")
     assert first == {"action": "requeue", "count": 5}
     for job_id in demo:
-        report = wait_for(cli, job_id, "done")
+        report = await wait_for_async(cli, job_id, "done")
         assert len(report["attempts"]) == 2
     await wait_parked(dev_client, permanent)
     second = jobs_json(cli, "dlq", "requeue", "--all", "--handler", "demo.sleep")
