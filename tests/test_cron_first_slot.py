@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
@@ -24,7 +25,7 @@ from tests.helpers.temporal import running_worker
 from worker import WORKFLOWS, sandbox_runner
 from workflows import cronmath
 from workflows.cron_workflow import CronJobWorkflow
-from workflows.models import CronInput, CronReport, JobStatus, parse_spec
+from workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
 from workflows.names import PATCH_SLOTS_FROM_START
 
 GRID = timedelta(seconds=5)
@@ -100,3 +101,36 @@ async def test_the_promised_first_slot_runs_when_the_first_workflow_task_comes_l
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["starter", "bare"])
+async def test_an_update_in_the_crons_first_workflow_task_is_answered(
+    dev_client: Client, task_queue: str, bare: bool
+) -> None:
+    """An update sent before any worker picked the cron up reaches it in its first workflow
+    task, where handlers run before ``run``: it must find the cron's state complete (it
+    failed that task with an AssertionError, and the update with "Workflow Task in failed
+    state"). On the dev server: the time-skipping server left such an update hanging."""
+    now = datetime.now(UTC)
+    spec = parse_spec(
+        {"name": "early-update", "handler": "log", "cron": "0 * * * *"},
+        now,
+        new_id=f"cron-{uuid.uuid4().hex[:12]}",
+    )
+    if bare:
+        await dev_client.start_workflow(
+            CronJobWorkflow.run, CronInput(spec=spec), id=spec.id, task_queue=task_queue
+        )
+    else:
+        await operations.start(dev_client, spec, now, task_queue=task_queue)
+    change = CronUpdate(cron="*/20 * * * *", timezone="Asia/Kolkata")
+    update = asyncio.create_task(operations.update_cron(dev_client, spec.id, change))
+    await asyncio.sleep(1)  # the update waits on the server for the cron's first task
+    assert not update.done()
+    async with running_worker(dev_client, task_queue):
+        updated = await update
+        current = await report(dev_client, spec.id)
+        await dev_client.get_workflow_handle(spec.id).cancel()
+    assert isinstance(updated, CronReport)
+    assert (updated.cron, updated.timezone) == ("*/20 * * * *", "Asia/Kolkata")
+    assert current.status == JobStatus.SCHEDULED and current.cron == "*/20 * * * *"

@@ -101,11 +101,13 @@ class CronJobWorkflow(CronControls):
         self.ended = None
         self.over = False
         self._load_schedule()
+        # Here, not in run(): an update that reaches a new cron in its first workflow task
+        # runs its handler before run() starts, and every handler reads the last slot.
+        if self.state.last_slot is None:
+            self.state.last_slot = self._created()
 
     @workflow.run
     async def run(self, *args: Any) -> None:
-        if self.state.last_slot is None:
-            self.state.last_slot = self._created()
         self.lean = workflow.patched(names.PATCH_LEAN_CRON)
         try:
             while self.ended is None:
