@@ -26,7 +26,7 @@ from worker import WORKFLOWS, sandbox_runner
 from workflows import cronmath
 from workflows.cron_workflow import CronJobWorkflow
 from workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
-from workflows.names import PATCH_SLOTS_FROM_START
+from workflows.names import MEMO_SCHEDULE, PATCH_SLOTS_FROM_START
 
 GRID = timedelta(seconds=5)
 
@@ -127,10 +127,14 @@ async def test_an_update_in_the_crons_first_workflow_task_is_answered(
     update = asyncio.create_task(operations.update_cron(dev_client, spec.id, change))
     await asyncio.sleep(1)  # the update waits on the server for the cron's first task
     assert not update.done()
+    handle = dev_client.get_workflow_handle(spec.id)
     async with running_worker(dev_client, task_queue):
         updated = await update
+        memo = await (await handle.describe()).memo()
         current = await report(dev_client, spec.id)
-        await dev_client.get_workflow_handle(spec.id).cancel()
+        await handle.cancel()
     assert isinstance(updated, CronReport)
     assert (updated.cron, updated.timezone) == ("*/20 * * * *", "Asia/Kolkata")
     assert current.status == JobStatus.SCHEDULED and current.cron == "*/20 * * * *"
+    # Listings compute the next run from this memo: the early update kept it current too.
+    assert memo[MEMO_SCHEDULE] == {"cron": "*/20 * * * *", "timezone": "Asia/Kolkata"}

@@ -50,7 +50,7 @@ class CronCore:
     cancel_noted: bool  # the cancel_requested signal recorded who and why
     planned: tuple[datetime, datetime] | None  # (slot, fire time with jitter)
     next_run_upserted: datetime | None
-    lean: bool  # set by run(): names.PATCH_LEAN_CRON
+    lean: bool  # set in __init__: names.PATCH_LEAN_CRON
     tracked: set[str]  # children of this run whose completion reports their end
     slot_timer: tuple[datetime, asyncio.Task[None]] | None  # one per slot
     cancel_sent: set[str]  # cancel_other: children this run asked to cancel

@@ -94,7 +94,6 @@ class CronJobWorkflow(CronControls):
         self.cancel_noted = False
         self.planned = None
         self.next_run_upserted = None
-        self.lean = False  # set by run()
         self.tracked = set()
         self.slot_timer = None
         self.cancel_sent = set()
@@ -102,13 +101,13 @@ class CronJobWorkflow(CronControls):
         self.over = False
         self._load_schedule()
         # Here, not in run(): an update that reaches a new cron in its first workflow task
-        # runs its handler before run() starts, and every handler reads the last slot.
+        # runs its handler before run() starts, and handlers read both.
         if self.state.last_slot is None:
             self.state.last_slot = self._created()
+        self.lean = workflow.patched(names.PATCH_LEAN_CRON)
 
     @workflow.run
     async def run(self, *args: Any) -> None:
-        self.lean = workflow.patched(names.PATCH_LEAN_CRON)
         try:
             while self.ended is None:
                 if self._time_to_rotate() and (not self.tracked or self._must_rotate()):
