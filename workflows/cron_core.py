@@ -50,12 +50,21 @@ class CronCore:
     cancel_noted: bool  # the cancel_requested signal recorded who and why
     planned: tuple[datetime, datetime] | None  # (slot, fire time with jitter)
     next_run_upserted: datetime | None
-    lean: bool  # set in __init__: names.PATCH_LEAN_CRON
+    lean_decided: bool | None  # see lean
     tracked: set[str]  # children of this run whose completion reports their end
     slot_timer: tuple[datetime, asyncio.Task[None]] | None  # one per slot
     cancel_sent: set[str]  # cancel_other: children this run asked to cancel
     ended: str | None  # why the schedule is over (its bounds), once it is
     over: bool  # the bounds allow no further scheduled slot (the cron ends once idle)
+
+    @property
+    def lean(self) -> bool:
+        """Whether this run ends slots by completion (names.PATCH_LEAN_CRON). Decided at first
+        use: at the start of run(), or earlier by a handler that a message in the cron's first
+        workflow task runs before run() (runs recorded before that asked the patch in run())."""
+        if self.lean_decided is None:
+            self.lean_decided = workflow.patched(names.PATCH_LEAN_CRON)
+        return self.lean_decided
 
     def _load_schedule(self) -> None:
         assert self.spec.cron is not None

@@ -100,14 +100,17 @@ class CronJobWorkflow(CronControls):
         self.ended = None
         self.over = False
         self._load_schedule()
+        self.lean_decided = None
         # Here, not in run(): an update that reaches a new cron in its first workflow task
-        # runs its handler before run() starts, and handlers read both.
+        # runs its handler before run() starts, and handlers read the last slot.
         if self.state.last_slot is None:
             self.state.last_slot = self._created()
-        self.lean = workflow.patched(names.PATCH_LEAN_CRON)
 
     @workflow.run
     async def run(self, *args: Any) -> None:
+        # Decided here at the latest (where runs before it recorded the patch); a handler run
+        # earlier in the first workflow task may have decided it already.
+        self.lean_decided = self.lean
         try:
             while self.ended is None:
                 if self._time_to_rotate() and (not self.tracked or self._must_rotate()):
