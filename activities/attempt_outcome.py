@@ -29,8 +29,6 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, NoReturn
 
 from temporalio import activity
-from temporalio.api.common.v1 import Payloads
-from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics
@@ -209,33 +207,3 @@ def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
         else:
             state.close_dangling(lost_at, str(LeaseExpired(spec.lease)), LeaseExpired.__name__)
     return state
-
-
-async def heartbeat_durably(state: HeartbeatState, timeout: float) -> None:
-    """Record the attempt log with the server before the handler starts, and wait for its
-    answer. The SDK sends heartbeats in the background, at most one per 80% of the lease: a
-    handler that ends its process at once (``os._exit``, the OOM killer) would otherwise take
-    the record of its start along, and the next attempt could neither name the loss nor
-    count it against ``max_attempts``. If the server does not answer, the handler starts
-    anyway, as it did before this check.
-
-    This is the attempt's first heartbeat, not an extra one: the SDK's own start from the
-    handler loop's next beat (a second beat here would be billed as a second action)."""
-    info = activity.info()
-    client = activity.client()
-    try:
-        payloads = await client.data_converter.encode([state])
-        request = RecordActivityTaskHeartbeatRequest(
-            task_token=info.task_token,
-            details=Payloads(payloads=payloads),
-            identity=client.identity,
-            namespace=client.namespace,
-        )
-        answer = await client.workflow_service.record_activity_task_heartbeat(
-            request, timeout=timedelta(seconds=timeout)
-        )
-        if answer.cancel_requested:  # only the SDK's own beat delivers it to the activity
-            activity.heartbeat(state)
-    except Exception as err:  # unreachable, or the attempt is no longer current
-        log.warning("job %s: could not record the attempt's start: %s", info.workflow_id, err)
-        activity.heartbeat(state)  # let the SDK deliver it when the server is back

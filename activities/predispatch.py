@@ -61,7 +61,7 @@ class ServerClock:
 def lease_covers(wait: float, lease: float) -> bool:
     """Whether an attempt's lease holds, without any heartbeat, through a wait of ``wait``
     seconds from the attempt's start: the handler's start beats at once when it ends
-    (``heartbeat_durably``), and the check before run_at may take GO_CHECK_TIMEOUT."""
+    (``start_record.record_start``), and the check before run_at may take GO_CHECK_TIMEOUT."""
     return wait + GO_CHECK_TIMEOUT <= lease * SDK_THROTTLE
 
 

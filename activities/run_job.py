@@ -57,7 +57,6 @@ from activities.attempt_outcome import (
     UnknownHandlerError,
     contained_async,
     contained_sync,
-    heartbeat_durably,
     previous_attempts,
 )
 from activities.context import HandlerRegistry, JobContext, PermanentError
@@ -69,6 +68,7 @@ from activities.predispatch import (
     wait_for_run_at,
 )
 from activities.slot_gate import SlotGate
+from activities.start_record import StartNotRecorded, record_start
 from workflows import names
 from workflows.models import AttemptRecord, HeartbeatState, JobSpec, RunJobInput, RunJobResult
 
@@ -186,7 +186,7 @@ class JobActivities:
             # Recorded before a handler slot is taken: a slot held through this round trip
             # capped a herd's starts at slots / round-trip time (3.1 s p99 for 1,000 due at
             # once with 100 slots, 1.3 s with 1,000).
-            await heartbeat_durably(state, min(spec.lease / 3, GO_CHECK_TIMEOUT))
+            await record_start(state, min(spec.lease / 3, GO_CHECK_TIMEOUT), spec.lease)
             async with self.slots.slot_beating(
                 spec.priority,
                 spec.fairness_key,
@@ -198,6 +198,8 @@ class JobActivities:
                 metrics.record_start(spec.handler, attempt.record.started_at - due)
                 ctx = job_context(spec, attempt.record, state, self.worker)
                 ending = Succeeded(await self._handle(job, ctx, state))
+        except StartNotRecorded:
+            raise  # nothing ran; the server retries the job (or already has)
         except asyncio.CancelledError as err:
             ending = cancelled_ending(err)
         except PermanentError as err:
