@@ -14,15 +14,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from starter import operations
 from tests.helpers.cron import report, settle
 from tests.helpers.poll import eventually
-from tests.helpers.temporal import running_worker
-from worker import WORKFLOWS, sandbox_runner
+from tests.helpers.temporal import assert_replays, running_worker
 from workflows import cronmath
 from workflows.cron_workflow import CronJobWorkflow
 from workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
@@ -94,13 +91,7 @@ async def test_the_promised_first_slot_runs_when_the_first_workflow_task_comes_l
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
     ]
     assert (PATCH_SLOTS_FROM_START in patches) == (started_by == "bare")
-    replayer = Replayer(
-        workflows=WORKFLOWS,
-        data_converter=pydantic_data_converter,
-        workflow_runner=sandbox_runner(),
-    )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is None, result.replay_failure
+    await assert_replays(history)
 
 
 @pytest.mark.parametrize("bare", [False, True], ids=["starter", "bare"])

@@ -23,15 +23,12 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
 from activities.registry import load_handlers
 from bench.meter import MeteredServer
 from starter import operations
 from tests.helpers.poll import eventually
-from tests.helpers.temporal import running_worker
-from worker import WORKFLOWS, sandbox_runner
+from tests.helpers.temporal import assert_replays, running_worker
 from workflows.models import JOB_STATUS, JobReport, JobStatus
 
 pytestmark = pytest.mark.devserver
@@ -96,14 +93,7 @@ async def job_status_upserts(client: Client, job_id: str) -> list[str]:
 
 
 async def replays(client: Client, job_id: str) -> None:
-    history = await client.get_workflow_handle(job_id).fetch_history()
-    replayer = Replayer(
-        workflows=WORKFLOWS,
-        data_converter=pydantic_data_converter,
-        workflow_runner=sandbox_runner(),
-    )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is None, result.replay_failure
+    await assert_replays(await client.get_workflow_handle(job_id).fetch_history())
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""An in-process worker for a test's task queue, and the cleanup of the queue's singletons."""
+"""An in-process worker for a test's task queue, the cleanup of the queue's singletons, and the
+check that a recorded history replays with today's workflows."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from functools import partial
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from activities.registry import load_handlers
 from tests.helpers.poll import eventually
-from worker import WorkerSettings, build_worker, publish_handlers
+from worker import WORKFLOWS, WorkerSettings, build_worker, publish_handlers, sandbox_runner
 from workflows import names
 
 
@@ -57,3 +59,14 @@ async def end_singletons(client: Client) -> None:
             await client.workflow_service.delete_workflow_execution(request)
         # deletion is asynchronous on the server
         await eventually(partial(_gone, client, singleton), what=f"{singleton} deleted")
+
+
+async def assert_replays(history: WorkflowHistory) -> None:
+    """The history replays with today's workflows, in the worker's sandbox and converter."""
+    replayer = Replayer(
+        workflows=WORKFLOWS,
+        data_converter=pydantic_data_converter,
+        workflow_runner=sandbox_runner(),
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
