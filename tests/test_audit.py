@@ -18,9 +18,10 @@ from temporalio.testing import WorkflowEnvironment
 from starter import dlq as dead_letters
 from starter import operations
 from tests.helpers.api import wait_status
+from tests.helpers.cli import jobs_here_blocking as ask
 from tests.helpers.cron import report as cron_report
 from tests.helpers.cron import start_cron
-from tests.helpers.processes import Api, Workers, jobs, jobs_json, wait_for_async
+from tests.helpers.processes import Api, Workers, jobs_json, wait_for_async
 from tests.helpers.temporal import running_worker
 from workflows.models import JobStatus
 
@@ -109,10 +110,10 @@ async def test_cli_trail_pause_resume_trigger_then_requeue_through_the_dlq(
     )
     paused = jobs_json(cli, "pause", job_id, "--note", "waiting for the db migration")
     assert trail_of(paused) == [("pause", CLI_ACTOR, "waiting for the db migration", None)]
-    assert jobs(cli, "resume", job_id).returncode == 0
-    assert jobs(cli, "trigger", job_id, "--note", "migration done").returncode == 0
+    assert ask(cli, "resume", job_id).returncode == 0
+    assert ask(cli, "trigger", job_id, "--note", "migration done").returncode == 0
     await wait_for_async(cli, job_id, "dead")
-    requeued = jobs(cli, "dlq", "requeue", job_id, "--note", "handler fixed")
+    requeued = ask(cli, "dlq", "requeue", job_id, "--note", "handler fixed")
     assert requeued.returncode == 0, requeued.stderr
     done = await wait_for_async(cli, job_id, "done")
 
@@ -128,7 +129,7 @@ async def test_cli_trail_pause_resume_trigger_then_requeue_through_the_dlq(
     requeued_at = instant(done["audit"][-1]["at"])
     assert instant(failed["ended_at"]) <= requeued_at <= instant(succeeded["started_at"])
 
-    text = jobs(cli, "status", job_id)
+    text = ask(cli, "status", job_id)
     assert text.returncode == 0
     lines = text.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("audit trail"))
@@ -146,7 +147,7 @@ async def test_cli_trail_pause_resume_trigger_then_requeue_through_the_dlq(
         assert f" {action} " in row and CLI_ACTOR in row and note in row, row
     assert "round 2: 1 fresh attempt(s)" in rows[3]
 
-    too_long = jobs(cli, "pause", job_id, "--note", "x" * 501)
+    too_long = ask(cli, "pause", job_id, "--note", "x" * 501)
     assert too_long.returncode == 2
     assert too_long.stderr.startswith("error: note: must be at most 500 characters")
     assert len(jobs_json(cli, "status", job_id)["audit"]) == 4
@@ -250,14 +251,14 @@ async def test_cron_update_and_cancel_with_notes_show_in_the_cron_trail(
     assert trail_of(updated) == [
         ("update", CLI_ACTOR, "after the backup window", "cron 30 4 * * *")
     ]
-    assert jobs(cli, "cancel", cron_id, "--note", "replaced by v2").returncode == 0
+    assert ask(cli, "cancel", cron_id, "--note", "replaced by v2").returncode == 0
     report = await wait_for_async(cli, cron_id, "cancelled")
     assert trail_of(report) == [
         ("update", CLI_ACTOR, "after the backup window", "cron 30 4 * * *"),
         ("cancel", CLI_ACTOR, "replaced by v2", "no further slots"),
     ]
     await assert_server_times(dev_client, cron_id, report["audit"])
-    text = jobs(cli, "status", cron_id).stdout
+    text = ask(cli, "status", cron_id).stdout
     [update_row] = [line for line in text.splitlines() if " update " in line]
     assert CLI_ACTOR in update_row and "after the backup window" in update_row
 

@@ -1,4 +1,5 @@
-"""The ``jobs`` CLI against a real dev server, with worker subprocesses."""
+"""The ``jobs`` CLI against a real dev server, with worker subprocesses. Commands run in
+this process (click's runner) unless the process itself is under test (``jobs``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from tests.helpers.cli import jobs_here
+from tests.helpers.cli import jobs_here_blocking as ask  # answers, no process: see jobs_json
 from tests.helpers.processes import Workers, jobs, jobs_json, wait_for, wait_until
 
 pytestmark = pytest.mark.devserver
@@ -49,17 +51,17 @@ def test_controls_through_the_cli(cli: dict[str, str], workers: Workers) -> None
     jobs_json(cli, "schedule", "controls", "--handler", "log", "--in", "1h", "--id", job_id)
     assert jobs_json(cli, "pause", job_id)["status"] == "paused"
     assert jobs_json(cli, "status", job_id)["status"] == "paused"
-    again = jobs(cli, "resume", job_id)
+    again = ask(cli, "resume", job_id)
     assert again.returncode == 0, again.stderr
-    wrong = jobs(cli, "resume", job_id)
+    wrong = ask(cli, "resume", job_id)
     assert wrong.returncode == 5 and "not paused" in wrong.stderr
     jobs_json(cli, "trigger", job_id)
     wait_for(cli, job_id, "done")
-    finished = jobs(cli, "trigger", job_id)
+    finished = ask(cli, "trigger", job_id)
     assert finished.returncode == 5 and "finished" in finished.stderr
-    duplicate = jobs(cli, "schedule", "again", "--handler", "log", "--in", "1h", "--id", job_id)
+    duplicate = ask(cli, "schedule", "again", "--handler", "log", "--in", "1h", "--id", job_id)
     assert duplicate.returncode == 4 and "already exists" in duplicate.stderr
-    missing = jobs(cli, "status", "no-such-job")
+    missing = ask(cli, "status", "no-such-job")
     assert (
         missing.returncode == 3 and missing.stderr.strip() == "error: no job with id 'no-such-job'"
     )
@@ -69,9 +71,9 @@ def test_cancel_through_the_cli(cli: dict[str, str], workers: Workers) -> None:
     workers.start()
     job_id = f"cancel-{uuid.uuid4().hex[:8]}"
     jobs_json(cli, "schedule", "to cancel", "--handler", "log", "--in", "2h", "--id", job_id)
-    assert jobs(cli, "cancel", job_id).returncode == 0
+    assert ask(cli, "cancel", job_id).returncode == 0
     assert wait_for(cli, job_id, "cancelled")["attempts"] == []
-    again = jobs(cli, "cancel", job_id)
+    again = ask(cli, "cancel", job_id)
     assert again.returncode == 5 and "finished (cancelled)" in again.stderr
 
 
@@ -192,9 +194,9 @@ def test_status_shows_the_live_state_running_then_retrying(
     ended = datetime.fromisoformat(failed["ended_at"])
     next_at = datetime.fromisoformat(retrying["next_attempt_at"])
     assert timedelta(seconds=29) <= next_at - ended <= timedelta(seconds=31)
-    text = jobs(cli, "status", job_id).stdout
+    text = ask(cli, "status", job_id).stdout
     assert "retrying: attempt 1 of 8 failed; next attempt" in text
-    assert jobs(cli, "cancel", job_id).returncode == 0
+    assert ask(cli, "cancel", job_id).returncode == 0
 
 
 def test_cron_preview_prints_local_and_utc_and_schedules_nothing(cli: dict[str, str]) -> None:
@@ -215,7 +217,7 @@ def test_cron_preview_prints_local_and_utc_and_schedules_nothing(cli: dict[str, 
         {"local": "2025-11-02T01:30:00-04:00", "utc": "2025-11-02T05:30:00Z"},
         {"local": "2025-11-03T01:30:00-05:00", "utc": "2025-11-03T06:30:00Z"},
     ]
-    bad = jobs(cli, "cron", "preview", "0 0 31 4 *", "--tz", "Nowhere/Land")
+    bad = ask(cli, "cron", "preview", "0 0 31 4 *", "--tz", "Nowhere/Land")
     assert bad.returncode == 2
     assert bad.stderr.splitlines() == [
         "error: cron: can never fire: day-of-month '31' and month '4' never fall on a real date"
@@ -255,13 +257,13 @@ def test_cron_job_end_to_end_through_the_cli(cli: dict[str, str], workers: Worke
     assert all(s["job_id"] == f"{cron_id}@{s['slot'][:19]}Z" for s in ran)
     tick = jobs_json(cli, "status", ran[-1]["job_id"])
     assert tick["status"] == "done" and tick["idempotency_key"] == ran[-1]["job_id"]
-    text = jobs(cli, "status", cron_id).stdout
+    text = ask(cli, "status", cron_id).stdout
     assert "next slots (local)" in text and "*/2 * * * * *" in text
 
     assert jobs_json(cli, "update", cron_id, "--cron", "0 0 * * *")["cron"] == "0 0 * * *"
-    refused = jobs(cli, "update", cron_id, "--cron", "0 0 30 2 *")
+    refused = ask(cli, "update", cron_id, "--cron", "0 0 30 2 *")
     assert refused.returncode == 2 and "can never fire" in refused.stderr
     assert jobs_json(cli, "pause", cron_id)["status"] == "paused"
-    assert jobs(cli, "cancel", cron_id).returncode == 0
+    assert ask(cli, "cancel", cron_id).returncode == 0
     listed = jobs_json(cli, "list")["jobs"]
     assert cron_id in {row["job_id"] for row in listed}

@@ -21,11 +21,11 @@ from activities.registry import load_handlers
 from connection.client import connect
 from starter import dlq, operations
 from starter.dev.devserver import DevServer
+from tests.helpers.cli import jobs_here_blocking as ask
 from tests.helpers.poll import eventually
 from tests.helpers.processes import (
     Workers,
     cli_env,
-    jobs,
     jobs_json,
     temporal,
     temporal_signal,
@@ -109,7 +109,7 @@ async def test_requeue_three_ways_and_discard(
     parked = [e["parked_at"] for e in listed]
     assert parked == sorted(parked, reverse=True)  # newest first
 
-    assert jobs(cli, "dlq", "requeue", by_cli).returncode == 0
+    assert ask(cli, "dlq", "requeue", by_cli).returncode == 0
     signal_dlq = temporal_signal(dev_server.address, DLQ_WORKFLOW_ID, "requeue", by_temporal_dlq)
     assert signal_dlq.returncode == 0, signal_dlq.stderr
     signal_job = temporal(
@@ -122,7 +122,7 @@ async def test_requeue_three_ways_and_discard(
         "requeue",
     )
     assert signal_job.returncode == 0, signal_job.stderr
-    assert jobs(cli, "dlq", "discard", to_discard).returncode == 0
+    assert ask(cli, "dlq", "discard", to_discard).returncode == 0
 
     for job_id in (by_cli, by_temporal_dlq, by_temporal_job):
         report = await wait_for_async(cli, job_id, "done")
@@ -139,10 +139,10 @@ async def test_requeue_three_ways_and_discard(
     assert ("discarded", to_discard) in done
 
     # Not dead: the CLI refuses clearly and nothing happens.
-    again = jobs(cli, "dlq", "requeue", by_cli)
+    again = ask(cli, "dlq", "requeue", by_cli)
     assert again.returncode == 5 and "finished" in again.stderr
     waiting = jobs_json(cli, "schedule", "later", "--handler", "log", "--in", "1h")["job_id"]
-    refused = jobs(cli, "dlq", "requeue", waiting)
+    refused = ask(cli, "dlq", "requeue", waiting)
     assert refused.returncode == 5
     assert (
         refused.stderr.strip() == f"error: cannot requeue: job '{waiting}' is scheduled, not dead"
@@ -201,7 +201,7 @@ async def test_an_empty_dlq_answers_empty_lists_never_null(
             # Whatever the CLI shows for an empty list, it shows the same for both.
             assert bare_state[0]["entries"] == shown[0]
             env = cli_env(dev_server.address, task_queue)
-            listed = await asyncio.to_thread(jobs, env, "dlq", "log", "--json")
+            listed = await asyncio.to_thread(ask, env, "dlq", "log", "--json")
             assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
     finally:
         await end_singletons(dev_client)

@@ -23,6 +23,7 @@ from connection.client import connect_options
 from starter import operations
 from starter.dev.binaries import temporal_cli
 from starter.dev.devserver import die_with_parent, free_port
+from tests.helpers.cli import jobs_here_blocking
 from tests.helpers.poll import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +81,9 @@ def temporal_signal(
 
 
 def jobs_json(env: dict[str, str], *args: str) -> Any:
-    result = jobs(env, *args, "--json")
+    """``jobs *args --json``, parsed. In this process (click's runner): the answer is the
+    point, and a `jobctl` process costs ~0.8 s of CPU (a third of the suite's went there)."""
+    result = jobs_here_blocking(env, *args, "--json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -100,7 +103,8 @@ async def wait_until_async(
 ) -> Answer:
     """``jobs status JOB --json`` once ``until(answer)`` holds: the waiting is done in process
     (the same read, with a client built from ``cli`` as the CLI builds its own), then the CLI
-    is asked once and its answer returned, so callers assert on the CLI's own output. Should
+    is asked once (in this process) and its answer returned, so callers assert on the CLI's
+    own output. Should
     the CLI not (yet, or any longer) show it, the wait goes on within ``timeout``."""
     what = what or f"{job_id} as awaited"
     deadline = time.monotonic() + timeout
