@@ -187,12 +187,12 @@ class JobActivities:
             # capped a herd's starts at slots / round-trip time (3.1 s p99 for 1,000 due at
             # once with 100 slots, 1.3 s with 1,000).
             await record_start(state, min(spec.lease / 3, GO_CHECK_TIMEOUT), spec.lease)
-            async with self.slots.slot_beating(
+            async with self.slots.slot(
                 spec.priority,
                 spec.fairness_key,
                 spec.fairness_weight,
-                every=spec.lease * SDK_THROTTLE / 2,
                 beat=lambda: activity.heartbeat(state),
+                every=spec.lease * SDK_THROTTLE / 2,
             ):
                 attempt.restart(clock.now())
                 metrics.record_start(spec.handler, attempt.record.started_at - due)

@@ -87,30 +87,19 @@ class SlotGate:
         priority: int = DEFAULT_PRIORITY,
         fairness_key: str | None = None,
         fairness_weight: float = 1.0,
+        *,
+        beat: Callable[[], None] | None = None,
+        every: float = 1.0,
     ) -> AsyncIterator[None]:
-        await self.acquire(priority, fairness_key, fairness_weight)
-        try:
-            yield
-        finally:
-            self.release()
-
-    @contextlib.asynccontextmanager
-    async def slot_beating(
-        self,
-        priority: int,
-        fairness_key: str | None,
-        fairness_weight: float,
-        every: float,
-        beat: Callable[[], None],
-    ) -> AsyncIterator[None]:
-        """:meth:`slot`, calling ``beat`` every ``every`` seconds while it waits (an attempt
-        whose start is recorded holds its lease by heartbeats until a slot frees). The wait
-        keeps its place in line across beats."""
+        """Wait for a slot in order, hold it for the block, give it back on exit. With
+        ``beat``, call it every ``every`` seconds while waiting (an attempt whose start is
+        recorded holds its lease by heartbeats until a slot frees); the wait keeps its place
+        in line across beats."""
         taking = asyncio.ensure_future(self.acquire(priority, fairness_key, fairness_weight))
         try:
             while not taking.done():
-                await asyncio.wait({taking}, timeout=every)
-                if not taking.done():
+                await asyncio.wait({taking}, timeout=every if beat is not None else None)
+                if beat is not None and not taking.done():
                     beat()
             taking.result()
         except BaseException:

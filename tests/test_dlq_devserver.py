@@ -237,9 +237,11 @@ def bare_query(address: str, query: str) -> Any:
     return json.loads(result.stdout)["queryResult"]
 
 
-# The longest a retry may start after its delay while 200 jobs retry at once on 2 cores
-# (measured: at most 0.42 s, the machine shared with other test runs; the margin is for CI).
-LATE_RETRY_SLACK = 15.0
+# The longest a retry may start after its delay while 200 jobs retry at once on 2 cores: a
+# retry held back longer is taken as lost. Not a latency figure: measured 0.42 s on a quiet
+# machine, 16.1 s beside a four-worker suite run, 71 s beside two CPU burners (the dev server
+# and the one in-process worker share the cores with them).
+LATE_RETRY_SLACK = 90.0
 
 
 @pytest.mark.timeout(400)  # waits up to 240 s for the 200 to park

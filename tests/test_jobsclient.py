@@ -434,6 +434,11 @@ def sync_session(address: str, queue: str) -> None:
         with pytest.raises(JobNotFound):
             sync.get_handle(new_id("missing")).status()
         assert len(list(sync.list(page_size=1, limit=2))) == 2
+        hourly = sync.schedule("sync-backfill", handler="log", cron="0 * * * *")
+        end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        answer = hourly.backfill(end - timedelta(hours=2), end, "allow_all", note="sync")
+        assert (answer.job_id, answer.slots, answer.last) == (hourly.job_id, 3, end)
+        hourly.cancel()
     with pytest.raises(RuntimeError, match="closed"):
         handle.status()
 

@@ -50,12 +50,17 @@ URGENT_HANDLER_SECONDS = 1.0
 FLOOD = 80
 
 
+def start_times(path: Path) -> dict[str, float]:
+    """When each job's handler started (epoch seconds), by idempotency key, in start order."""
+    if not path.exists():
+        return {}
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return {line["key"]: line["at"] for line in lines if line["event"] == "start"}
+
+
 def starts(path: Path) -> list[str]:
     """Idempotency keys of the jobs in the order their handlers started."""
-    if not path.exists():
-        return []
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line]
-    return [line["key"] for line in lines if line["event"] == "start"]
+    return list(start_times(path))
 
 
 async def schedule(
@@ -71,12 +76,6 @@ async def schedule(
         **fields,
     )
     return handle.job_id
-
-
-def start_times(path: Path) -> dict[str, float]:
-    """When each job's handler started (epoch seconds), by idempotency key."""
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line]
-    return {line["key"]: line["at"] for line in lines if line["event"] == "start"}
 
 
 async def queued_at(client: Client, job_id: str) -> float:
@@ -189,11 +188,11 @@ async def test_a_trickle_key_is_not_starved_by_a_flood_key(
     path = tmp_path / "starts.jsonl"
     flood = [f"flood-{i}" for i in range(FLOOD)]
     await backlog(jobs_client, path, flood, fairness_key="tenant-a")
+    keys = [f"trickle-{i}" for i in range(4)]
     trickle = await asyncio.gather(
-        *(schedule(jobs_client, f"trickle-{i}", path, fairness_key="tenant-b") for i in range(4))
+        *(schedule(jobs_client, key, path, fairness_key="tenant-b") for key in keys)
     )
     await all_started(path, len(flood) + len(trickle))
-    keys = [f"trickle-{i}" for i in range(4)]
     jobs = dict(zip(keys, trickle, strict=True))
     overtaken, waiting = await overtakes(dev_client, path, flood, jobs)
     assert_ordered(request, overtaken, waiting)

@@ -25,7 +25,7 @@ from starter.dev.devserver import DevServer, free_port
 from tests.helpers.api import Stack
 from tests.helpers.httpserver import serve
 from tests.helpers.poll import eventually_sync
-from tests.helpers.processes import ROOT, Workers, cli_env, jobs_json, wait_for
+from tests.helpers.processes import ROOT, Workers, cli_env, jobs_json, wait_for, wait_until
 
 BIN = Path(sys.executable).parent
 README = (ROOT / "README.md").read_text()
@@ -121,12 +121,14 @@ def test_cron_block_pasted_line_by_line(cli: dict[str, str], workers: Workers) -
         "Europe/Berlin",
         "buffer_one",
     )
-    manual = eventually_sync(
-        lambda: jobs_json(cli, "status", nightly)["recent_slots"],
-        lambda slots: any(s["outcome"] == "manual" and s["status"] == "done" for s in slots),
-        timeout=60,
+    manual = wait_until(
+        cli,
+        nightly,
+        lambda a: any(
+            s["outcome"] == "manual" and s["status"] == "done" for s in a["recent_slots"]
+        ),
         what="the triggered slot done",
-    )
+    )["recent_slots"]
     assert [s["outcome"] for s in manual] == ["manual"]
     paste(f"jobctl cancel {nightly}", cli, {})
 
@@ -145,10 +147,10 @@ async def own_server(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
 
 
 def dead_job(env: dict[str, str], job_id: str, rounds: int) -> None:
-    eventually_sync(
-        lambda: jobs_json(env, "status", job_id),
+    wait_until(
+        env,
+        job_id,
         lambda report: report["status"] == "dead" and report["round"] == rounds,
-        timeout=60,
         what=f"{job_id} dead in round {rounds}",
     )
 

@@ -144,7 +144,7 @@ async def test_a_beating_wait_beats_while_it_waits_and_keeps_its_place() -> None
     order: list[str] = []
 
     async def wait(name: str) -> None:
-        async with gate.slot_beating(3, None, 1.0, every=0.02, beat=lambda: beats.append(name)):
+        async with gate.slot(3, beat=lambda: beats.append(name), every=0.02):
             order.append(name)
 
     await gate.acquire()
@@ -164,7 +164,7 @@ async def test_a_beating_wait_cancelled_loses_no_slot() -> None:
     await gate.acquire()
 
     async def wait() -> None:
-        async with gate.slot_beating(3, None, 1.0, every=0.01, beat=lambda: None):
+        async with gate.slot(3, beat=lambda: None, every=0.01):
             raise AssertionError("a cancelled waiter must not run")
 
     waiter = asyncio.create_task(wait())

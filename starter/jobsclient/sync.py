@@ -30,6 +30,7 @@ from starter.jobsclient.client import DEFAULT_PAGE_SIZE, JobsClient
 from starter.jobsclient.handle import DEFAULT_POLL_INTERVAL, JobHandle
 from starter.operations import ItemResult, JobPage, JobRow, Report
 from workflows.models import JobSpec
+from workflows.models.cron import BackfillAnswer
 
 T = TypeVar("T")
 STOP_TIMEOUT = 10.0
@@ -123,6 +124,17 @@ class SyncJobHandle:
     def trigger(self, *, note: str | None = None) -> Report:
         """See :meth:`JobHandle.trigger`."""
         return self._runner.call(self._handle.trigger(note=note))
+
+    def backfill(
+        self,
+        from_: datetime | str,
+        to: datetime | str,
+        overlap: str | None = None,
+        *,
+        note: str | None = None,
+    ) -> BackfillAnswer:
+        """See :meth:`JobHandle.backfill` (default ``overlap`` None: the cron's own)."""
+        return self._runner.call(self._handle.backfill(from_, to, overlap, note=note))
 
     def requeue(self, note: str | None = None) -> None:
         """See :meth:`JobHandle.requeue`."""
