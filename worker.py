@@ -18,6 +18,10 @@ the environment:
   answer to a heartbeat, so while a handler runs its worker sends one at least this often
   (or every 80% of the job's lease, if that is shorter): 3600/10 = 360 heartbeats per hour of
   handler run time at the default, each a billed action on Temporal Cloud.
+* ``JOBS_SLOTS_PER_KEY`` (default unset: no limit): the most handler slots one fairness key
+  holds at once on this worker. Below ``JOBS_MAX_CONCURRENT_JOBS`` it keeps slots free for
+  other keys, so a small tenant's job starts at once beside a big tenant's flood; those slots
+  stay idle while no other key has work. Jobs without a fairness key are not limited.
 * ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers (besides
   those installed packages declare under the ``jobs.handlers`` entry-point group).
 * ``JOBS_METRICS_PORT`` (default unset: no metrics endpoint): serve Prometheus metrics at
@@ -118,6 +122,20 @@ def _cancel_latency() -> float:
     return value
 
 
+SLOTS_PER_KEY_ENV = "JOBS_SLOTS_PER_KEY"
+
+
+def _slots_per_key() -> int | None:
+    value = os.environ.get(SLOTS_PER_KEY_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise SpecError(
+            [(SLOTS_PER_KEY_ENV, f"must be a whole number of slots (1 or more), not {value!r}")]
+        )
+    return int(value)
+
+
 METRICS_PORT_ENV = "JOBS_METRICS_PORT"
 METRICS_HOST_ENV = "JOBS_METRICS_HOST"
 
@@ -144,6 +162,7 @@ class WorkerSettings:
     shutdown_grace: float = field(default_factory=lambda: _env_float("JOBS_SHUTDOWN_GRACE") or 30.0)
     loop_stall_limit: float = field(default_factory=_stall_limit)
     cancel_latency: float = field(default_factory=_cancel_latency)  # seconds
+    slots_per_key: int | None = field(default_factory=_slots_per_key)  # None: no limit
     identity: str = field(default_factory=lambda: f"{os.getpid()}@{socket.gethostname()}")
     handler_modules: str | None = None  # None: JOBS_HANDLER_MODULES
     metrics_port: int | None = field(default_factory=_metrics_port)  # None: no endpoint
@@ -195,6 +214,7 @@ def build_worker(
         settings.identity,
         settings.max_concurrent_jobs,
         cancel_latency=settings.cancel_latency,
+        slots_per_key=settings.slots_per_key,
     )
     alerts = AlertActivities(notifier_from_env())
     worker = Worker(

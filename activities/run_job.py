@@ -126,12 +126,14 @@ class JobActivities:
         worker: str,
         max_concurrent_jobs: int,
         cancel_latency: float = DEFAULT_CANCEL_LATENCY,
+        slots_per_key: int | None = None,
     ):
         self.registry = registry
         self.cancel_latency = cancel_latency
         self.executor = executor
         self.worker = worker
-        self.slots = SlotGate(max_concurrent_jobs)  # by priority, fair share, arrival
+        # By priority, fair share, arrival; at most slots_per_key to one fairness key.
+        self.slots = SlotGate(max_concurrent_jobs, slots_per_key)
         self.liveness = ServerLiveness()
         self.running: set[str] = set()  # attempts in their handler, for the loop watchdog
 

@@ -14,6 +14,12 @@ goes to the waiting attempt with
 Jobs with no fairness key share one key (``""``), so jobs with every field at its default are
 served in arrival order, as by a plain semaphore. A waiter cancelled before its turn leaves
 the queue; one cancelled just as its slot arrives hands the slot on.
+
+Fair share orders the waiters; it cannot free a slot. A key that fills every slot makes
+another key's next job wait for one of them to end. ``key_limit`` (``JOBS_SLOTS_PER_KEY``)
+keeps headroom instead: no fairness key holds more than that many slots at once, so the rest
+stay free for other keys, idle when no other key has work (jobs without a key are not
+limited). Whenever a slot is free, no waiter that may take it is waiting.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -31,6 +37,7 @@ from workflows.models.spec import DEFAULT_PRIORITY
 @dataclass(eq=False)
 class _Waiter:
     seq: int
+    key: str
     weight: float
     granted: asyncio.Future[None]
 
@@ -55,8 +62,12 @@ class _Level:
         if not queue:
             self._drop(key)
 
-    def pop(self) -> _Waiter:
-        key = min(self.queues, key=lambda k: (self.passes[k], self.queues[k][0].seq))
+    def pop(self, may_take: Callable[[str], bool]) -> _Waiter | None:
+        """The next waiter of a key that ``may_take`` a slot, if any."""
+        keys = [k for k in self.queues if may_take(k)]
+        if not keys:
+            return None
+        key = min(keys, key=lambda k: (self.passes[k], self.queues[k][0].seq))
         waiter = self.queues[key].popleft()
         self.vtime = self.passes[key]
         self.passes[key] += 1.0 / waiter.weight
@@ -73,10 +84,15 @@ class SlotGate:
     """``capacity`` slots; :meth:`slot` waits for one in (priority, fair share, arrival)
     order and gives it back on exit."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, key_limit: int | None = None) -> None:
         self.free = capacity
+        self.key_limit = key_limit  # the most slots one fairness key holds; None: all
+        self.held: Counter[str] = Counter()
         self._levels: dict[int, _Level] = {}
         self._seq = itertools.count()
+
+    def may_take(self, key: str) -> bool:
+        return not key or self.key_limit is None or self.held[key] < self.key_limit
 
     def waiting(self) -> int:
         return sum(len(q) for level in self._levels.values() for q in level.queues.values())
@@ -104,7 +120,7 @@ class SlotGate:
             taking.result()
         except BaseException:
             if taking.done() and not taking.cancelled() and taking.exception() is None:
-                self.release()  # granted as we were cancelled: pass it on
+                self.release(fairness_key)  # granted as we were cancelled: pass it on
             else:
                 taking.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -113,7 +129,7 @@ class SlotGate:
         try:
             yield
         finally:
-            self.release()
+            self.release(fairness_key)
 
     async def acquire(
         self,
@@ -121,12 +137,13 @@ class SlotGate:
         fairness_key: str | None = None,
         fairness_weight: float = 1.0,
     ) -> None:
-        if self.free > 0 and not self._levels:
-            self.free -= 1
-            return
         key = fairness_key or ""
+        if self.free > 0 and self.may_take(key):  # no waiter may take a free slot
+            self.free -= 1
+            self.held[key] += 1
+            return
         waiter = _Waiter(
-            next(self._seq), fairness_weight, asyncio.get_running_loop().create_future()
+            next(self._seq), key, fairness_weight, asyncio.get_running_loop().create_future()
         )
         level = self._levels.setdefault(priority, _Level())
         level.add(key, waiter)
@@ -134,22 +151,29 @@ class SlotGate:
             await waiter.granted
         except asyncio.CancelledError:
             if waiter.granted.done() and not waiter.granted.cancelled():
-                self.release()  # the slot reached us as we were cancelled: pass it on
+                self.release(key)  # the slot reached us as we were cancelled: pass it on
             else:
                 self._forget(priority, key, waiter)
             raise
 
-    def release(self) -> None:
-        """Give a slot back: to the next waiter in order, or to the free pool."""
-        while self._levels:
-            priority = min(self._levels)
+    def release(self, fairness_key: str | None = None) -> None:
+        """Give back a slot ``fairness_key`` held: to the next waiter in order that may take
+        it, or to the free pool."""
+        key = fairness_key or ""
+        self.held[key] -= 1
+        if self.held[key] <= 0:
+            del self.held[key]  # keys come and go (tenants): keep only those holding slots
+        for priority in sorted(self._levels):
             level = self._levels[priority]
-            waiter = level.pop()
-            if not level.queues:
-                del self._levels[priority]
-            if not waiter.granted.done():
-                waiter.granted.set_result(None)
-                return
+            while (waiter := level.pop(self.may_take)) is not None:
+                if not level.queues:
+                    del self._levels[priority]
+                if not waiter.granted.done():
+                    self.held[waiter.key] += 1
+                    waiter.granted.set_result(None)
+                    return
+                if priority not in self._levels:
+                    break
         self.free += 1
 
     def _forget(self, priority: int, key: str, waiter: _Waiter) -> None:

@@ -11,10 +11,12 @@ order, and the same jobs without priority or fairness keys, so every gate is FIF
   and due evenly over a window in which they are ``--load`` (1.6) times what the worker can
   run, so A's backlog grows; B's p99 wait (handler start - run_at) vs B's p99 alone over the
   same window (the issue asks for <= 2x). ``--cap-a N`` also puts tenant A's jobs under a
-  concurrency limit of N on our side (below ``--slots``, it keeps slots free for B).
+  concurrency limit of N on our side (below ``--slots``, it keeps slots free for B);
+  ``--slots-per-key N`` instead limits every fairness key to N of the worker's slots
+  (``JOBS_SLOTS_PER_KEY``, no Temporal work).
 
     python -m bench.priority [--low 2000] [--tenant-b 50] [--ratio 20] [--prefetch N]
-                             [--cap-a N]
+                             [--cap-a N] [--slots-per-key N]
 
 Handlers are ``test.record`` (tests/handlers.py): one start line per attempt, with its run_at.
 """
@@ -75,15 +77,17 @@ async def submit(
 
 
 def start_worker(
-    server: DevServer, workers: Workers, records: Path, args: argparse.Namespace
+    server: DevServer, workers: Workers, records: Path, args: argparse.Namespace, enabled: bool
 ) -> None:
-    prefetch = {} if args.prefetch is None else {"JOBS_PREFETCH": str(args.prefetch)}
+    extra = {} if args.prefetch is None else {"JOBS_PREFETCH": str(args.prefetch)}
+    if enabled and args.slots_per_key is not None:
+        extra["JOBS_SLOTS_PER_KEY"] = str(args.slots_per_key)
     workers.ours(
         server,
         records,
         JOBS_HANDLER_MODULES="tests.handlers",
         JOBS_MAX_CONCURRENT_JOBS=str(args.slots),
-        **prefetch,
+        **extra,
     )
 
 
@@ -95,7 +99,7 @@ def fields(enabled: bool, **values: Any) -> dict[str, Any]:
 async def priority_run(args: argparse.Namespace, enabled: bool) -> dict[str, Any]:
     async with side(dynamic_config={} if enabled else OFF) as (server, _, workers, records):
         client = await JobsClient.connect(server.address, task_queue=QUEUE)
-        start_worker(server, workers, records, args)
+        start_worker(server, workers, records, args, enabled)
         now = datetime.now(UTC)
         tag = uuid.uuid4().hex[:6]
         low = fields(enabled, priority=5)
@@ -122,7 +126,7 @@ async def priority_run(args: argparse.Namespace, enabled: bool) -> dict[str, Any
 async def fairness_run(args: argparse.Namespace, enabled: bool, flood: bool) -> dict[str, Any]:
     async with side(dynamic_config={} if enabled else OFF) as (server, _, workers, records):
         client = await JobsClient.connect(server.address, task_queue=QUEUE)
-        start_worker(server, workers, records, args)
+        start_worker(server, workers, records, args, enabled)
         flood_count = args.tenant_b * (args.ratio + 1)
         # Due evenly over a window in which A's and B's jobs together are ``--load`` times
         # what the worker can run (B alone: the same window, a fraction of it), starting
@@ -209,5 +213,11 @@ if __name__ == "__main__":
     parser.add_argument("--prefetch", type=int, default=None, help="default: the worker's")
     parser.add_argument(
         "--cap-a", type=int, default=None, help="tenant A's concurrency limit (ours only)"
+    )
+    parser.add_argument(
+        "--slots-per-key",
+        type=int,
+        default=None,
+        help="the worker's JOBS_SLOTS_PER_KEY (ours only; default: no limit)",
     )
     asyncio.run(main(parser.parse_args()))

@@ -9,6 +9,8 @@ worker, where its slot gate orders it: activities/slot_gate.py).
   arrival order, by all of it).
 * Fairness: a trickle key's jobs queued behind a flood key's backlog are overtaken by few of
   the flood jobs waiting when they were queued (in arrival order, by all of them).
+* Slots per key (``JOBS_SLOTS_PER_KEY``): a flood key holds no more than its share of a
+  worker's slots, and another key's job takes a free one at once.
 """
 
 from __future__ import annotations
@@ -88,13 +90,15 @@ async def queued_at(client: Client, job_id: str) -> float:
     raise AssertionError(f"{job_id} never scheduled its attempt")
 
 
-async def backlog(client: JobsClient, path: Path, keys: list[str], **fields: Any) -> int:
-    """Schedule ``keys`` and wait until the worker is busy with them; how many had started
-    when the wait ended (the rest are queued on the server)."""
+async def backlog(
+    client: JobsClient, path: Path, keys: list[str], busy: int = SLOTS, **fields: Any
+) -> int:
+    """Schedule ``keys`` and wait until ``busy`` of them have started; how many had started
+    when the wait ended (the rest are queued)."""
     await asyncio.gather(*(schedule(client, key, path, **fields) for key in keys))
     started = await eventually(
         lambda: asyncio.sleep(0, len(starts(path))),
-        lambda n: n >= SLOTS,
+        lambda n: n >= busy,
         timeout=60,
         interval=0.1,
         what="the worker busy with the backlog",
@@ -232,3 +236,34 @@ async def first_slot(client: Client, cron_id: str) -> str | None:
     async for execution in client.list_workflows(f'WorkflowId STARTS_WITH "{cron_id}@"'):
         return execution.id
     return None
+
+
+def end_times(path: Path) -> dict[str, float]:
+    """When each job's handler ended (epoch seconds), by idempotency key."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return {line["key"]: line["at"] for line in lines if line["event"] == "done"}
+
+
+async def test_slots_per_key_keep_a_slot_free_for_another_key(
+    jobs_client: JobsClient, workers: Workers, tmp_path: Path
+) -> None:
+    """JOBS_SLOTS_PER_KEY=2 of 3 slots: a flood key never holds more than two, and another
+    key's job starts in the free one at once, while the flood's first two still run (without
+    the limit it would wait for one of them to end: 4 s)."""
+    workers.start(JOBS_MAX_CONCURRENT_JOBS="3", JOBS_SLOTS_PER_KEY="2")
+    path = tmp_path / "starts.jsonl"
+    flood = [f"flood-{i}" for i in range(4)]
+    await backlog(jobs_client, path, flood, seconds=4.0, fairness_key="tenant-a")
+    await schedule(jobs_client, "other", path, seconds=0.1, fairness_key="tenant-b")
+    await all_started(path, len(flood) + 1)
+    started = start_times(path)
+    ended = await eventually(
+        lambda: asyncio.sleep(0, end_times(path)),
+        lambda ends: len(ends) == len(flood) + 1,
+        timeout=60,
+        what="every job ended",
+    )
+    assert started["other"] < min(ended[key] for key in flood)
+    for key in flood:  # at each flood start, at most one other flood job was running
+        running = [k for k in flood if started[k] <= started[key] < ended[k]]
+        assert len(running) <= 2, (key, running)

@@ -9,6 +9,8 @@ from collections import Counter
 import pytest
 
 from activities.slot_gate import SlotGate
+from starter.errors import SpecError
+from worker import WorkerSettings
 
 Waiter = tuple[str, int, str | None, float]  # name, priority, fairness key, weight
 
@@ -175,3 +177,83 @@ async def test_a_beating_wait_cancelled_loses_no_slot() -> None:
     assert gate.waiting() == 0
     gate.release()
     assert gate.free == 1
+
+
+# -- key_limit: headroom for other keys ------------------------------------------------------
+
+
+async def test_a_key_limit_keeps_a_slot_free_for_another_key() -> None:
+    gate = SlotGate(4, key_limit=3)
+    running: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+    order: list[str] = []
+    go = asyncio.Event()
+
+    async def job(name: str, key: str) -> None:
+        async with gate.slot(3, key):
+            running[key] += 1
+            peak[key] = max(peak[key], running[key])
+            order.append(name)
+            await go.wait()
+            running[key] -= 1
+
+    names = [f"a-{i}" for i in range(20)]
+    flood = [asyncio.create_task(job(name, "a")) for name in names]
+    await asyncio.sleep(0.01)
+    assert (running["a"], gate.free, gate.waiting()) == (3, 1, 17)
+    # The free slot goes to "b" at once, though 17 of "a" wait ahead of it.
+    await asyncio.wait_for(gate.acquire(3, "b"), timeout=0.5)
+    assert (gate.free, gate.held["b"]) == (0, 1)
+    gate.release("b")
+    assert gate.free == 1  # back to the headroom, not to "a"
+    go.set()
+    await asyncio.gather(*flood)
+    assert peak["a"] == 3 and order == names  # every "a" ran, in arrival order, 3 at a time
+    assert (gate.free, gate.waiting(), dict(gate.held)) == (4, 0, {})
+
+
+async def test_jobs_without_a_key_are_not_limited() -> None:
+    gate = SlotGate(4, key_limit=1)
+    for _ in range(4):
+        await asyncio.wait_for(gate.acquire(), timeout=0.5)
+    assert gate.free == 0
+
+
+async def test_a_limited_key_does_not_block_a_lower_priority_key_behind_it() -> None:
+    """The capped key's waiter is first by priority, but may not take the slot: the next
+    waiter that may take it gets it."""
+    gate = SlotGate(2, key_limit=1)
+    await gate.acquire(1, "a")
+    await gate.acquire(5, "b")
+    order: list[str] = []
+
+    async def wait(name: str, priority: int, key: str) -> None:
+        async with gate.slot(priority, key):
+            order.append(name)
+
+    urgent = asyncio.create_task(wait("a-urgent", 1, "a"))
+    low = asyncio.create_task(wait("c-low", 5, "c"))
+    await asyncio.sleep(0)
+    gate.release("b")  # "a" holds its one slot: "c" takes this one
+    await low
+    assert order == ["c-low"] and not urgent.done()
+    gate.release("a")
+    await urgent
+    assert order == ["c-low", "a-urgent"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5", "1e3", " "])
+def test_slots_per_key_setting_is_checked(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBS_SLOTS_PER_KEY", value)
+    if not value.strip():  # blank: unset, no limit
+        assert WorkerSettings().slots_per_key is None
+        return
+    with pytest.raises(SpecError, match="JOBS_SLOTS_PER_KEY"):
+        WorkerSettings()
+
+
+def test_slots_per_key_setting_reads_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JOBS_SLOTS_PER_KEY", raising=False)
+    assert WorkerSettings().slots_per_key is None
+    monkeypatch.setenv("JOBS_SLOTS_PER_KEY", "8")
+    assert WorkerSettings().slots_per_key == 8
