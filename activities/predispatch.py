@@ -9,17 +9,18 @@ starts the handler on time. An attempt lost while it was only waiting costs no a
 
 An attempt that only waits sends no heartbeat when its lease covers the wait
 (:func:`lease_covers`: the default 30 s lead in a 60 s lease), else beats at the SDK's own
-cadence; a cancel then is caught by its check before run_at. While the server is silent
-(:class:`ServerLiveness`) no handler starts: its outcome could not be recorded.
+cadence; a cancel then is caught by its check before run_at. No handler starts until the
+server has answered a health check sent at run_at (:meth:`ServerLiveness.heard_since`, one
+probe shared by the attempts due together): its outcome could not be recorded otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -38,10 +39,12 @@ SDK_THROTTLE = 0.8
 GO_CHECK_AHEAD = 3.0
 GO_CHECK_SPREAD = 6.0
 GO_CHECK_TIMEOUT = 10.0
-# The worker pings the server this often; a handler due to start when the last good answer is
-# older than LIVENESS_WINDOW waits for the server (see ServerLiveness).
+# The worker pings the server this often (ServerLiveness). A handler starts only once the
+# server answered a health check sent at most FRESH_ANSWER before its run_at; one that waited
+# longer than LIVENESS_WINDOW for it looks at the job again (the server may have moved on).
 LIVENESS_PING = 0.25
 LIVENESS_WINDOW = 1.0
+FRESH_ANSWER = 0.1
 
 Verdict = Literal["withdrawn", "cancelled", "handed_over"]
 
@@ -60,8 +63,9 @@ class ServerClock:
 
 def lease_covers(wait: float, lease: float) -> bool:
     """Whether an attempt's lease holds, without any heartbeat, through a wait of ``wait``
-    seconds from the attempt's start: the handler's start beats at once when it ends
-    (``start_record.record_start``), and the check before run_at may take GO_CHECK_TIMEOUT."""
+    seconds from the attempt's start: its start record (``start_record.record_start``, sent
+    after the check before run_at) is its first beat, and that check may take
+    GO_CHECK_TIMEOUT."""
     return wait + GO_CHECK_TIMEOUT <= lease * SDK_THROTTLE
 
 
@@ -79,31 +83,50 @@ async def sleep_heartbeating(seconds: float, state: HeartbeatState, lease: float
 
 
 class ServerLiveness:
-    """Whether the server answered lately: one cheap health check per worker per LIVENESS_PING,
-    whatever the number of jobs. A dispatched job does not start its handler while the server
-    is silent, since its outcome could not be recorded and the job would run again."""
+    """Whether the server answers: one cheap health check per worker per LIVENESS_PING,
+    whatever the number of jobs, and on demand at a handler's start (:meth:`heard_since`).
+    A dispatched job does not start its handler while the server is silent, since its outcome
+    could not be recorded and the job would run again."""
 
     def __init__(self) -> None:
-        self.last_ok = time.monotonic()
+        self.last_ok = time.monotonic()  # when the last answered health check was sent
         self.task: asyncio.Task[None] | None = None
+        self.client: Client | None = None
+        self._probe: asyncio.Task[bool] | None = None
+        self._probe_sent = 0.0
 
     def watch(self, client: Client) -> None:
         if self.task is None:
-            self.task = asyncio.create_task(self._ping(client), name="server-liveness")
+            self.client = client
+            self.task = asyncio.create_task(self._ping(), name="server-liveness")
 
-    async def _ping(self, client: Client) -> None:
+    async def _check(self) -> bool:
+        """One health check; on an answer, ``last_ok`` becomes the moment it was sent."""
+        assert self.client is not None, "watch() first"
+        sent = time.monotonic()
+        try:
+            await asyncio.wait_for(self.client.service_client.check_health(), LIVENESS_PING * 4)
+        except Exception:
+            return False
+        self.last_ok = max(self.last_ok, sent)
+        return True
+
+    async def _ping(self) -> None:
         while True:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(client.service_client.check_health(), LIVENESS_PING * 4)
-                self.last_ok = time.monotonic()
+            await self._check()
             await asyncio.sleep(LIVENESS_PING)
 
-    def silent(self) -> bool:
-        return time.monotonic() - self.last_ok > LIVENESS_WINDOW
-
-    async def wait_until_heard(self) -> None:
-        while self.silent():
-            await asyncio.sleep(0.1)
+    async def heard_since(self, moment: float) -> float:
+        """Wait until the server has answered a health check sent at or after ``moment``
+        (monotonic); the seconds waited. Attempts that ask together share one probe."""
+        began = time.monotonic()
+        while self.last_ok < moment:
+            if self._probe is None or self._probe.done() or self._probe_sent < moment:
+                self._probe_sent = time.monotonic()
+                self._probe = asyncio.create_task(self._check())
+            if not await asyncio.shield(self._probe):
+                await asyncio.sleep(0.1)  # silent or refused: ask again
+        return time.monotonic() - began
 
     def stop(self) -> None:
         if self.task is not None:
@@ -117,10 +140,22 @@ async def wait_for_run_at(
     state: HeartbeatState,
     lease: float,
     liveness: ServerLiveness,
+    commit: Callable[[], Awaitable[None]],
 ) -> RunJobResult | None:
-    """Wait (heartbeating) until run_at; a result instead if the job no longer wants to run."""
-    # A wait the lease covers sends no heartbeat: the handler's start sends the first.
+    """Wait (heartbeating) until run_at; a result instead if the job no longer wants to run.
+
+    ``commit`` records the attempt's start (appending its record to ``state``) once the check
+    before run_at has passed, or at once when the attempt arrived later than that check. A
+    result returned after it leaves the record out: its handler never ran."""
+    # A wait the lease covers sends no heartbeat: the start record is the first.
     beat = None if lease_covers((run_at - clock.started).total_seconds(), lease) else lease
+    committed = False
+
+    def early(verdict: Verdict) -> RunJobResult:
+        if committed:
+            state.attempts.pop()
+        return RunJobResult(attempts=state.attempts, **{verdict: True})
+
     try:
         ahead = GO_CHECK_AHEAD + random.uniform(0, GO_CHECK_SPREAD)
         until_check = (run_at - clock.now()).total_seconds() - ahead
@@ -128,22 +163,24 @@ async def wait_for_run_at(
             await sleep_heartbeating(until_check, state, beat)
             verdict = await still_wanted()
             if verdict is not None:
-                return RunJobResult(attempts=state.attempts, **{verdict: True})
+                return early(verdict)
+        committed = True  # the record joins the log before its round trip: a cancel during
+        await commit()  # it must take it out again
         await sleep_heartbeating((run_at - clock.now()).total_seconds(), state, beat)
-        if liveness.silent():  # the server went quiet: start only once it hears us
+        waited = await liveness.heard_since(time.monotonic() - FRESH_ANSWER)
+        if waited > LIVENESS_WINDOW:  # the server was silent: it may have moved on meanwhile
             log.warning(
-                "job %s: server silent at run_at; waiting for it", activity.info().workflow_id
+                "job %s: server silent at run_at for %.1fs", activity.info().workflow_id, waited
             )
-            await liveness.wait_until_heard()
-            verdict = await still_wanted()  # it may have moved on meanwhile
+            verdict = await still_wanted()
             if verdict is not None:
-                return RunJobResult(attempts=state.attempts, **{verdict: True})
+                return early(verdict)
     except asyncio.CancelledError:
         details = activity.cancellation_details()
         if details is not None and details.cancel_requested:
-            return RunJobResult(attempts=state.attempts, cancelled=True)
+            return early("cancelled")
         if details is not None and details.worker_shutdown:
-            return RunJobResult(attempts=state.attempts, handed_over=True)
+            return early("handed_over")
         raise
     return None
 

@@ -12,13 +12,14 @@ only the round's last failure, which is never kept as a retry failure, brings th
 to the workflow.
 
 Pre-dispatch: a job reaches a worker up to its ``dispatch_lead`` (30 s) before run_at; the
-attempt waits there until run_at by the server's clock, checks once that the job still wants
-to run, and starts the handler on time (:mod:`activities.predispatch`).
+attempt waits there until run_at by the server's clock, checks once (3-9 s ahead) that the job
+still wants to run, records its start then, and starts the handler on time
+(:mod:`activities.predispatch`).
 
 Budget: Temporal's RetryPolicy allows the round's attempts plus a few in reserve, and this
 activity counts the attempts that reached the handler, refusing to run past ``max_attempts``.
-An attempt lost while it was only waiting (its worker died before run_at) therefore costs
-nothing, and one lost mid-handler counts as spent.
+An attempt lost while it was only waiting (its worker died before its check, 3-9 s before
+run_at) therefore costs nothing; one lost after its start was recorded counts as spent.
 
 Cancel latency: a cancel reaches the attempt in the answer to a heartbeat. While the handler
 runs, the loop beats every ``min(lease / 3, cancel_latency)`` and the worker lets the SDK send
@@ -155,40 +156,59 @@ class JobActivities:
         if spent >= job.spec.max_attempts:  # the last attempt was lost mid-handler
             raise attempts_exhausted(state, job.spec.max_attempts)
         clock = ServerClock(info.started_time)
-        if job.not_before is not None:
-            self.liveness.watch(activity.client())
-            early = await wait_for_run_at(
-                job.not_before, clock, state, job.spec.lease, self.liveness
-            )
-            if early is not None:
-                return early
-        return await self._attempt(job, state, spent + 1, clock, due_at(info, job))
+        if job.not_before is None:
+            return await self._attempt(job, state, None, spent + 1, clock, due_at(info, job))
+        # Pre-dispatched: the start is recorded at the check before run_at (predispatch).
+        not_before = job.not_before
+        opened: AttemptLog | None = None
+
+        async def commit() -> None:
+            nonlocal opened
+            opened = self._open(job, state, not_before)
+            await self._record_start(job, state)
+
+        self.liveness.watch(activity.client())
+        early = await wait_for_run_at(
+            not_before, clock, state, job.spec.lease, self.liveness, commit
+        )
+        if early is not None:
+            return early
+        return await self._attempt(job, state, opened, spent + 1, clock, due_at(info, job))
+
+    def _open(self, job: RunJobInput, state: HeartbeatState, started_at: datetime) -> AttemptLog:
+        """This attempt's record in the round's log, running from ``started_at``."""
+        record = AttemptRecord(
+            attempt=job.attempt_offset + len(state.attempts) + 1,
+            round=job.round,
+            started_at=started_at,
+            worker=self.worker,
+        )
+        state.cancel_within = self.cancel_within(job.spec.lease)
+        return AttemptLog(state, record, job.spec.handler)
+
+    async def _record_start(self, job: RunJobInput, state: HeartbeatState) -> None:
+        await record_start(state, min(job.spec.lease / 3, GO_CHECK_TIMEOUT), job.spec.lease)
 
     async def _attempt(
         self,
         job: RunJobInput,
         state: HeartbeatState,
+        opened: AttemptLog | None,
         number_in_round: int,
         clock: ServerClock,
         due: datetime,
     ) -> RunJobResult:
-        """Run the handler once, recording the attempt (in the job's log and the metrics)."""
+        """Run the handler once, recording the attempt (in the job's log and the metrics);
+        ``opened``: its record, already on record with the server (None: record it now)."""
         spec = job.spec
-        record = AttemptRecord(
-            attempt=job.attempt_offset + len(state.attempts) + 1,
-            round=job.round,
-            started_at=clock.now(),
-            worker=self.worker,
-        )
-        attempt = AttemptLog(state, record, spec.handler)
-        state.cancel_within = self.cancel_within(spec.lease)
+        attempt = opened or self._open(job, state, clock.now())
         ending: Ending
         try:
-            # The lease starts now: status shows the attempt, even if its handler kills us.
-            # Recorded before a handler slot is taken: a slot held through this round trip
-            # capped a herd's starts at slots / round-trip time (3.1 s p99 for 1,000 due at
-            # once with 100 slots, 1.3 s with 1,000).
-            await record_start(state, min(spec.lease / 3, GO_CHECK_TIMEOUT), spec.lease)
+            if opened is None:
+                # The lease starts now: status shows the attempt, even if its handler kills
+                # us. Recorded before a handler slot is taken: a slot held through this round
+                # trip capped a herd's starts at slots / round-trip time.
+                await self._record_start(job, state)
             async with self.slots.slot(
                 spec.priority,
                 spec.fairness_key,

@@ -101,13 +101,14 @@ def attempt_facts(activity: PendingActivityInfo, beat: HeartbeatState | None) ->
         else None
     )
     failure = activity.last_failure.message if activity.HasField("last_failure") else None
-    running = beat is not None and bool(beat.attempts) and beat.attempts[-1].outcome == "running"
+    last = beat.attempts[-1] if beat is not None and beat.attempts else None
+    since = last.started_at if last is not None and last.outcome == "running" else None
     return AttemptFacts(
         state=_STATES.get(activity.state, "scheduled"),
         attempt=activity.attempt,
         next_attempt_at=next_at,
         last_failure=failure or None,
-        handler_running=running,
+        handler_since=since,
     )
 
 

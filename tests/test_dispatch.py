@@ -1,6 +1,7 @@
 """Pre-dispatch on a real dev server: a job reaches its worker before run_at, waits there, and
 starts on time; pause, cancel and trigger still mean what they say; losing the worker while
-the job only waited costs no attempt."""
+the job only waited costs no attempt, and losing it after the attempt recorded its start
+(at its check before run_at) costs the attempt."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from temporalio.client import Client
 
 from activities.registry import load_handlers
-from starter import operations
+from starter import jobviews, operations
 from starter.errors import InvalidTransition
 from tests.helpers.drills import Tally, read_records, wait_for_records
 from tests.helpers.poll import eventually
@@ -140,3 +141,49 @@ async def test_losing_the_worker_while_the_job_waits_costs_no_attempt(
     tally = Tally.of(read_records(records))
     assert tally.starts[job_id] == 1
     assert read_records(records)[0]["at"] >= run_at.timestamp()  # not before run_at
+
+
+async def recorded_start(client: Client, job_id: str, timeout: float = 30) -> datetime:
+    """Until the job's attempt has recorded its start (a running record in its heartbeat
+    details); the handler start time the record names."""
+    handle = client.get_workflow_handle(job_id)
+
+    async def record() -> datetime | None:
+        beat = await jobviews.heartbeat(client, await handle.describe())
+        if beat is None or not beat.attempts or beat.attempts[-1].outcome != "running":
+            return None
+        return beat.attempts[-1].started_at
+
+    started = await eventually(record, lambda at: at is not None, timeout=timeout, interval=0.1)
+    assert started is not None
+    return started
+
+
+async def test_the_start_is_recorded_before_run_at_and_a_loss_after_it_costs_the_attempt(
+    dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
+) -> None:
+    """The attempt records its start at its check, 3-9 s before run_at, naming run_at as the
+    handler's start; status still says scheduled until then. A worker lost after that record
+    costs the attempt (lost), and the retry on the survivor runs the job."""
+    doomed = workers.start()
+    records = tmp_path / "records.jsonl"
+    job_id, run_at = await schedule(
+        dev_client, task_queue, records, due_in=16, lead=14, max_attempts=2, lease=4
+    )
+    await wait_dispatched(dev_client, job_id)
+    named = await recorded_start(dev_client, job_id)
+    seen = datetime.now(UTC)
+    assert named == run_at and seen < run_at, (named, run_at, seen)
+    assert (run_at - seen).total_seconds() <= 9.5  # recorded at the check, not on arrival
+    report = await job_status(dev_client, job_id)
+    assert report.status == JobStatus.SCHEDULED, report.status
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.wait()
+    assert datetime.now(UTC) < run_at  # lost before its handler was due
+    workers.start()
+    wait_for_records(records, 1, "done", timeout=60)
+    async with asyncio.timeout(20):
+        while (report := await job_status(dev_client, job_id)).status != JobStatus.DONE:
+            await asyncio.sleep(0.2)
+    assert [a.outcome for a in report.attempts] == ["lost", "succeeded"], report.attempts
+    assert Tally.of(read_records(records)).starts[job_id] == 1  # the handler ran once

@@ -25,7 +25,7 @@ PAST = NOW - timedelta(minutes=5)
 
 
 def started(handler_running: bool = True) -> AttemptFacts:
-    return AttemptFacts(state="started", handler_running=handler_running)
+    return AttemptFacts(state="started", handler_since=PAST if handler_running else None)
 
 
 CASES: list[tuple[str, Facts, JobStatus, str | None]] = [
@@ -79,6 +79,17 @@ CASES: list[tuple[str, Facts, JobStatus, str | None]] = [
     (
         "with a worker before run_at",
         Facts("running", "running", run_at=AHEAD, activity=started(False)),
+        JobStatus.SCHEDULED,
+        "with a worker, waiting for run_at",
+    ),
+    (
+        "its start recorded just before run_at (the handler starts at run_at)",
+        Facts(
+            "running",
+            "scheduled",
+            run_at=AHEAD,
+            activity=AttemptFacts("started", 1, None, None, AHEAD),
+        ),
         JobStatus.SCHEDULED,
         "with a worker, waiting for run_at",
     ),

@@ -31,7 +31,7 @@ def shown_status(
     activity = None
     if state.status == JobStatus.RUNNING:
         waiting = state.dispatched_until is not None
-        activity = js.AttemptFacts(state="started", handler_running=not waiting)
+        activity = js.AttemptFacts(state="started", handler_since=None if waiting else now)
     facts = js.Facts(
         execution=execution,
         attribute=state.status.value,

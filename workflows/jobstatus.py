@@ -58,7 +58,9 @@ class AttemptFacts:
     attempt: int = 1  # Temporal's attempt counter of this activity (1-based)
     next_attempt_at: datetime | None = None
     last_failure: str | None = None
-    handler_running: bool = False  # its heartbeat's last attempt record is still running
+    # When its heartbeat's running attempt record says the handler started; a pre-dispatched
+    # attempt records its start a few seconds before run_at, so this may be ahead of now.
+    handler_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,8 @@ def public_status(facts: Facts, now: datetime) -> Verdict:
         return Verdict(JobStatus.PENDING if due else JobStatus.SCHEDULED)
     error = activity.last_failure or None
     if activity.state != "scheduled":
-        if not due and not activity.handler_running:
+        running = activity.handler_since is not None and activity.handler_since <= now
+        if not due and not running:
             return Verdict(JobStatus.SCHEDULED, "with a worker, waiting for run_at")
         return Verdict(JobStatus.RUNNING, last_error=error)
     next_at = activity.next_attempt_at
