@@ -111,21 +111,7 @@ class SlotGate:
         ``beat``, call it every ``every`` seconds while waiting (an attempt whose start is
         recorded holds its lease by heartbeats until a slot frees); the wait keeps its place
         in line across beats."""
-        taking = asyncio.ensure_future(self.acquire(priority, fairness_key, fairness_weight))
-        try:
-            while not taking.done():
-                await asyncio.wait({taking}, timeout=every if beat is not None else None)
-                if beat is not None and not taking.done():
-                    beat()
-            taking.result()
-        except BaseException:
-            if taking.done() and not taking.cancelled() and taking.exception() is None:
-                self.release(fairness_key)  # granted as we were cancelled: pass it on
-            else:
-                taking.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await taking
-            raise
+        await self._take(priority, fairness_key, fairness_weight, beat, every)
         try:
             yield
         finally:
@@ -137,6 +123,18 @@ class SlotGate:
         fairness_key: str | None = None,
         fairness_weight: float = 1.0,
     ) -> None:
+        await self._take(priority, fairness_key, fairness_weight, None, 1.0)
+
+    async def _take(
+        self,
+        priority: int,
+        fairness_key: str | None,
+        fairness_weight: float,
+        beat: Callable[[], None] | None,
+        every: float,
+    ) -> None:
+        """A free slot at once (no loop turn: a herd's slots change hands in one step), or
+        a place in line, waited for on its own future."""
         key = fairness_key or ""
         if self.free > 0 and self.may_take(key):  # no waiter may take a free slot
             self.free -= 1
@@ -145,12 +143,14 @@ class SlotGate:
         waiter = _Waiter(
             next(self._seq), key, fairness_weight, asyncio.get_running_loop().create_future()
         )
-        level = self._levels.setdefault(priority, _Level())
-        level.add(key, waiter)
+        self._levels.setdefault(priority, _Level()).add(key, waiter)
         try:
-            await waiter.granted
-        except asyncio.CancelledError:
-            if waiter.granted.done() and not waiter.granted.cancelled():
+            while not waiter.granted.done():
+                await asyncio.wait({waiter.granted}, timeout=every if beat is not None else None)
+                if beat is not None and not waiter.granted.done():
+                    beat()
+        except BaseException:
+            if waiter.granted.done():
                 self.release(key)  # the slot reached us as we were cancelled: pass it on
             else:
                 self._forget(priority, key, waiter)
