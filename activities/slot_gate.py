@@ -163,17 +163,17 @@ class SlotGate:
         self.held[key] -= 1
         if self.held[key] <= 0:
             del self.held[key]  # keys come and go (tenants): keep only those holding slots
+        # Every queued waiter is still waiting: one that gave up left the queue (_forget).
         for priority in sorted(self._levels):
             level = self._levels[priority]
-            while (waiter := level.pop(self.may_take)) is not None:
-                if not level.queues:
-                    del self._levels[priority]
-                if not waiter.granted.done():
-                    self.held[waiter.key] += 1
-                    waiter.granted.set_result(None)
-                    return
-                if priority not in self._levels:
-                    break
+            waiter = level.pop(self.may_take)
+            if waiter is None:
+                continue
+            if not level.queues:
+                del self._levels[priority]
+            self.held[waiter.key] += 1
+            waiter.granted.set_result(None)
+            return
         self.free += 1
 
     def _forget(self, priority: int, key: str, waiter: _Waiter) -> None:
