@@ -122,18 +122,21 @@ def _cancel_latency() -> float:
     return value
 
 
+def _env_whole(name: str, low: int, high: int | None, wanted: str) -> int | None:
+    """A whole-number setting from the environment, ``low``-``high``; unset or blank: None."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < low or (high is not None and int(value) > high):
+        raise SpecError([(name, f"must be {wanted}, not {value!r}")])
+    return int(value)
+
+
 SLOTS_PER_KEY_ENV = "JOBS_SLOTS_PER_KEY"
 
 
 def _slots_per_key() -> int | None:
-    value = os.environ.get(SLOTS_PER_KEY_ENV, "").strip()
-    if not value:
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise SpecError(
-            [(SLOTS_PER_KEY_ENV, f"must be a whole number of slots (1 or more), not {value!r}")]
-        )
-    return int(value)
+    return _env_whole(SLOTS_PER_KEY_ENV, 1, None, "a whole number of slots (1 or more)")
 
 
 METRICS_PORT_ENV = "JOBS_METRICS_PORT"
@@ -141,12 +144,7 @@ METRICS_HOST_ENV = "JOBS_METRICS_HOST"
 
 
 def _metrics_port() -> int | None:
-    value = os.environ.get(METRICS_PORT_ENV, "").strip()
-    if not value:
-        return None
-    if not value.isdigit() or not 1 <= int(value) <= 65535:
-        raise SpecError([(METRICS_PORT_ENV, f"must be a port number (1-65535), not {value!r}")])
-    return int(value)
+    return _env_whole(METRICS_PORT_ENV, 1, 65535, "a port number (1-65535)")
 
 
 @dataclass
