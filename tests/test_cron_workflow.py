@@ -270,7 +270,14 @@ async def test_pause_resume_trigger_update_and_cancel(
 
         triggered = await operations.trigger(client, cron.id)
         assert triggered.status == JobStatus.SCHEDULED
-        manual = await settle(ts_env, cron.id)
+        # The trigger is answered before the cron's next task starts the slot's job: wait for
+        # the slot to be counted, then for it to settle (a bare settle could end before it).
+        manual = await eventually(
+            lambda: settle(ts_env, cron.id),
+            lambda current: "manual" in current.counts,
+            interval=0.1,
+            what="the triggered slot counted",
+        )
         assert manual.counts["manual"] == 1 and manual.recent_slots[0].outcome == "manual"
         assert manual.recent_slots[0].status == JobStatus.DONE
 
