@@ -8,7 +8,8 @@ of the committed files is that a code change which would break workflows already
 fails CI (``tests/test_replay.py``). Record a new generation under a new prefix when the
 workflows gain new shapes, and keep the old ones: ``h`` is the first generation, ``v2`` adds
 operator notes and actors, and a pre-dispatched job; ``v3`` (issue 14: JobStatus written only
-where listings filter on it) adds a job cancelled while it waited out a retry backoff.
+where listings filter on it) adds a job cancelled while it waited out a retry backoff; ``v4``
+(the ``cron-lean-waits`` patch) has crons that start a slot's job ahead, without a timer.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from starter import operations
 from starter.api import create_app
 from starter.errors import InvalidTransition, SpecError
-from tests.helpers.cron import report
+from tests.helpers.cron import report, time_skipping_lead
 from tests.helpers.poll import eventually
 from tests.helpers.processes import jobs
 from tests.helpers.temporal import end_singletons, running_worker
@@ -41,7 +41,8 @@ def this_hour() -> datetime:
 async def start_cron(env: WorkflowEnvironment, task_queue: str, **fields: Any) -> str:
     """A cron started as ``jobs schedule`` starts it (its memo holds its schedule)."""
     now = await env.get_current_time()
-    data = {"name": "backfilled", "handler": "log", "cron": "0 * * * *", **fields}
+    data = {"name": "backfilled", "handler": "log", "cron": "0 * * * *", **time_skipping_lead(env)}
+    data.update(fields)
     spec = parse_spec(data, now, new_id=f"cron-{uuid.uuid4().hex[:10]}")
     await operations.start(env.client, spec, now, task_queue=task_queue)
     return spec.id

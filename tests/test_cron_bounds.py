@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from starter import operations
 from starter.errors import SpecError
-from tests.helpers.cron import report
+from tests.helpers.cron import report, time_skipping_lead
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import running_worker
 from workflows import cronmath
@@ -30,7 +30,8 @@ HOUR = timedelta(hours=1)
 
 async def start_cron(env: WorkflowEnvironment, task_queue: str, **fields: Any) -> str:
     now = await env.get_current_time()
-    data = {"name": "bounded", "handler": "log", "cron": "0 * * * *", **fields}
+    data = {"name": "bounded", "handler": "log", "cron": "0 * * * *", **time_skipping_lead(env)}
+    data.update(fields)
     spec = parse_spec(data, now, new_id=f"cron-{uuid.uuid4().hex[:10]}")
     await operations.start(env.client, spec, now, task_queue=task_queue)
     return spec.id

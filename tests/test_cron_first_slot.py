@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from starter import operations
-from tests.helpers.cron import report, settle
+from tests.helpers.cron import report, settle, time_skipping_lead
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import assert_replays, running_worker
 from workflows import cronmath
@@ -44,7 +44,13 @@ async def test_the_promised_first_slot_runs_when_the_first_workflow_task_comes_l
     await ts_env.sleep(next_on_grid(now) + timedelta(milliseconds=1) - now)
     now = await ts_env.get_current_time()
     spec = parse_spec(
-        {"name": "late-worker", "handler": "log", "cron": "*/5 * * * * *", "overlap": "allow_all"},
+        {
+            "name": "late-worker",
+            "handler": "log",
+            "cron": "*/5 * * * * *",
+            "overlap": "allow_all",
+            **time_skipping_lead(ts_env),
+        },
         now,
         new_id=f"cron-{uuid.uuid4().hex[:12]}",
     )

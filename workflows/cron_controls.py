@@ -17,7 +17,6 @@ from temporalio.exceptions import ApplicationError
 import workflows.cronmath as cronmath
 import workflows.inbox as inbox
 from workflows import names
-from workflows.cron_core import CronCore
 from workflows.cron_rules import (
     MAX_QUEUED_BACKFILLS,
     BackfillTooLarge,
@@ -25,6 +24,7 @@ from workflows.cron_rules import (
     backfill_start,
     cron_memo,
 )
+from workflows.cron_waits import CronWaits
 from workflows.models import ControlRequest, CronReport, CronUpdate, PauseRequest
 from workflows.models.cron import (
     Backfill,
@@ -34,7 +34,7 @@ from workflows.models.cron import (
 )
 
 
-class CronControls(CronCore):
+class CronControls(CronWaits):
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> CronReport:
         return self.report()

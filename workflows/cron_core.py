@@ -51,6 +51,9 @@ class CronCore:
     planned: tuple[datetime, datetime] | None  # (slot, fire time with jitter)
     next_run_upserted: datetime | None
     lean_decided: bool | None  # see lean
+    lean_waits: bool  # waits that need no timer (names.PATCH_LEAN_WAITS): _start_at, _lazy_overlap
+    overlap_wait: bool  # waiting (no timer) for the running slot's end: see _lazy_overlap
+    slot_end: datetime | None  # when the latest running slot ended (see _slot_ended)
     tracked: set[str]  # children of this run whose completion reports their end
     slot_timer: tuple[datetime, asyncio.Task[None]] | None  # one per slot
     cancel_sent: set[str]  # cancel_other: children this run asked to cancel
@@ -65,6 +68,11 @@ class CronCore:
         if self.lean_decided is None:
             self.lean_decided = workflow.patched(names.PATCH_LEAN_CRON)
         return self.lean_decided
+
+    def _started_ahead(self) -> list[datetime]:
+        """Slots whose job has started and is waiting for the slot's time (shown as next)."""
+        now = workflow.now()
+        return sorted(slot for slot in self.state.running.values() if slot > now)
 
     def _load_schedule(self) -> None:
         assert self.spec.cron is not None
@@ -125,6 +133,15 @@ class CronCore:
             after = slot
         return slots
 
+    def _shown_next(self) -> list[datetime]:
+        """The next slots as shown: one whose job started ahead first; while the running
+        slot's end decides the slots already due, only those still ahead."""
+        upcoming = self._upcoming()
+        if self.overlap_wait:
+            now = workflow.now()
+            upcoming = [slot for slot in upcoming if slot > now]
+        return (self._started_ahead() + upcoming)[:NEXT_SLOTS]
+
     def _skip_backlog(self, until: datetime, outcome: SlotOutcome, detail: str) -> None:
         """Record the slots up to ``until`` that will not run (missed, or paused)."""
         assert self.state.last_slot is not None
@@ -138,9 +155,13 @@ class CronCore:
         self.state.last_slot = until
         self._record(until, outcome, detail=f"and more slots up to this time ({detail})")
 
-    def _slot_ended(self, job_id: str, status: JobStatus) -> bool:
-        """Record how a slot's job settled; True if it was still counted as running."""
+    def _slot_ended(self, job_id: str, status: JobStatus, ended_at: datetime | None = None) -> bool:
+        """Record how a slot's job settled (its handler's last end when its report says, else
+        now); True if it was still counted as running."""
         running = self.state.running.pop(job_id, None) is not None
+        if running:
+            end = ended_at or workflow.now()
+            self.slot_end = end if self.slot_end is None else max(self.slot_end, end)
         self.cancel_sent.discard(job_id)
         for record in self.state.recent:
             if record.job_id == job_id:
@@ -193,7 +214,11 @@ class CronCore:
             parts = ["**paused**", f"until {self._when(until)}" if until else "until resumed"]
         else:
             # The planned slot when there is one (no second cron computation per wait).
-            nxt = self.planned[0] if self.planned else self._next_slot(last_slot)
+            if self.overlap_wait or self.state.running:
+                shown = self._shown_next()
+                nxt = shown[0] if shown else None
+            else:  # the planned slot when there is one (no cron computation per wait)
+                nxt = self.planned[0] if self.planned else self._next_slot(last_slot)
             parts = ["**scheduled**", f"next slot {self._when(nxt) if nxt else 'none'}"]
         if self.triggers:
             parts.append(f"{self.triggers} manual run(s) queued")
@@ -233,7 +258,7 @@ class CronCore:
 
     def report(self) -> CronReport:
         """What the ``status`` query answers (and every control returns)."""
-        upcoming = [] if self.ended is not None else self._upcoming()
+        upcoming = [] if self.ended is not None else self._shown_next()
         if self.cancelled:
             status = JobStatus.CANCELLED
         elif self.ended is not None:

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError, TerminatedError, is_cancelle
 import workflows.cronmath as cronmath
 import workflows.jobstatus as js
 from workflows.models import (
+    CONTROL_CUTOFF,
     JOB_HANDLER,
     JOB_NAME,
     JOB_RUN_AT,
@@ -113,6 +114,16 @@ def child_outcome(task: asyncio.Future[Any]) -> JobStatus:
     return JobStatus.DEAD
 
 
+def child_end(task: asyncio.Future[Any]) -> datetime | None:
+    """When a slot's child that completed with its report ran its handler last (None when it
+    ended otherwise, or ran none)."""
+    if task.cancelled() or task.exception() is not None:
+        return None
+    report = task.result()
+    ends = [a.ended_at for a in getattr(report, "attempts", []) if a.ended_at is not None]
+    return max(ends, default=None)
+
+
 def cron_search_attributes(
     spec: JobSpec, status: JobStatus, next_run: datetime
 ) -> TypedSearchAttributes:
@@ -164,6 +175,15 @@ def next_run_from_memo(schedule: Any, after: datetime) -> datetime | None:
         )
     except ValueError:  # CronError is a ValueError
         return None
+
+
+def start_ahead(spec: JobSpec) -> timedelta:
+    """How long before its fire time a slot's job may start when no other slot runs: the
+    last 10 s before a job's run_at, in which the job refuses pause and trigger anyway, and
+    never more than its dispatch lead, so the job hands its attempt to a worker at once and
+    needs no timer of its own (the cron needs none either when the previous slot ended
+    that close to this one: a frequent cron's slot costs one timer less)."""
+    return min(CONTROL_CUTOFF, timedelta(seconds=spec.dispatch_lead))
 
 
 def tick_spec(spec: JobSpec, job_id: str, slot: datetime, fire_at: datetime) -> JobSpec:

@@ -18,12 +18,19 @@ readers compute a cron's next run from its spec. Older runs (no patch marker) ke
 shape: every child signals ``slot_finished``, which wakes the wait, and ``JobRunAt`` follows
 each slot.
 
+Waits without a timer (runs since the ``cron-lean-waits`` patch; :mod:`workflows.cron_waits`):
+with no slot running, a slot's job starts up to 10 s before the slot's time and waits in its
+worker like any pre-dispatched job, so a cron whose slots follow each other within 10 s needs
+no timer at all; under ``skip`` / ``buffer_one`` a slot that comes due while another runs is
+decided when that one ends, as it would have been at its time.
+
 Zone and cron arithmetic is in :mod:`workflows.cronmath` (pure, passed through the sandbox),
 always fed ``workflow.now()``.
 
 The workflow is assembled from parts, each its own module: the shared state and how it shows
-(:mod:`workflows.cron_core`), the queries, updates and signals (:mod:`workflows.cron_controls`)
-and the pure rules (:mod:`workflows.cron_rules`); this module holds the run loop and the slots.
+(:mod:`workflows.cron_core`), the waits (:mod:`workflows.cron_waits`), the queries, updates
+and signals (:mod:`workflows.cron_controls`) and the pure rules (:mod:`workflows.cron_rules`);
+this module holds the run loop and the slots.
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,8 +59,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.cron_controls import CronControls
     from workflows.cron_rules import (
         BACKFILL_BATCH,
-        FORCED_ROTATION,
         bounded_next_slot,
+        child_end,
         child_outcome,
         drop_outcome,
         tick_spec,
@@ -69,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
         JobStatus,
         SlotOutcome,
     )
-    from workflows.uitext import clip, code, job_details
+    from workflows.uitext import code, job_details
 
 from workflows.job_workflow import JobWorkflow
 
@@ -101,6 +107,9 @@ class CronJobWorkflow(CronControls):
         self.over = False
         self._load_schedule()
         self.lean_decided = None
+        self.lean_waits = False
+        self.overlap_wait = False
+        self.slot_end = None
         # Here, not in run(): an update that reaches a new cron in its first workflow task
         # runs its handler before run() starts, and handlers read the last slot.
         if self.state.last_slot is None:
@@ -111,6 +120,7 @@ class CronJobWorkflow(CronControls):
         # Decided here at the latest (where runs before it recorded the patch); a handler run
         # earlier in the first workflow task may have decided it already.
         self.lean_decided = self.lean
+        self.lean_waits = self.lean and workflow.patched(names.PATCH_LEAN_WAITS)
         try:
             while self.ended is None:
                 if self._time_to_rotate() and (not self.tracked or self._must_rotate()):
@@ -164,16 +174,37 @@ class CronJobWorkflow(CronControls):
             await self._wind_down()
             return
         slot, fire_at = planned
-        if now < fire_at:
-            if self._backfill_ready():
-                await self._backfill_step()
-            elif self.lean:
-                await self._wait_for_slot(fire_at, f"next slot {self._when(slot)}")
-            else:
-                self._publish_next_run(slot)
-                await self._wait_for_control(fire_at, f"next slot {self._when(slot)}")
-            return
+        # Started ahead only when no slot runs; otherwise the overlap policy decides at fire_at.
+        start_at = self._start_at(fire_at)
+        if now < start_at or (now < fire_at and self.state.running):
+            await self._wait_for_planned(slot, fire_at, start_at)
+        else:
+            await self._due(slot, fire_at)
+
+    async def _wait_for_planned(
+        self, slot: datetime, fire_at: datetime, start_at: datetime
+    ) -> None:
+        """The planned slot is not due: go on with a backfill, or wait for its start time, its
+        fire time, or (lazy overlap) the end of the slot that runs."""
+        now = workflow.now()
+        if self._backfill_ready():
+            await self._backfill_step()
+        elif self.lean and now >= start_at and self._lazy_overlap():
+            self.overlap_wait = True  # the running slot's end decides this one
+            await self._wait_for_control(None, "")
+        elif self.lean:
+            wake_at = start_at if now < start_at else fire_at
+            await self._wait_for_slot(wake_at, f"next slot {self._when(slot)}")
+        else:
+            self._publish_next_run(slot)
+            await self._wait_for_control(fire_at, f"next slot {self._when(slot)}")
+
+    async def _due(self, slot: datetime, fire_at: datetime) -> None:
+        """The planned slot is due (or may start ahead): start it, or record why not."""
+        now = workflow.now()
         self.planned = None
+        if self._overlapped(fire_at, slot):
+            return
         late = now - fire_at
         if late > timedelta(seconds=self.spec.catchup_window):
             detail = f"beyond the {self.spec.catchup_window:g}s catch-up window"
@@ -223,13 +254,6 @@ class CronJobWorkflow(CronControls):
         else:
             self._end()
 
-    def _backfill_ready(self) -> bool:
-        """A queued backfill may start slots now (not while paused or about to rotate;
-        ``buffer_all`` only when no slot of the cron is running)."""
-        if not self.state.backfills or self.state.paused or self._time_to_rotate():
-            return False
-        return self.state.backfills[0].overlap == "allow_all" or not self.state.running
-
     async def _backfill_step(self) -> None:
         """Start the next slots of the oldest backfill (a batch, or one for buffer_all)."""
         head = self.state.backfills[0]
@@ -243,11 +267,6 @@ class CronJobWorkflow(CronControls):
             slots.append(slot)
             head.after = slot
         await asyncio.gather(*(self._start(slot, "backfilled") for slot in slots))
-
-    def _wake(self) -> bool:
-        """Beyond controls: a backfill that may go on, or an over schedule gone idle."""
-        idle = self.over and not self.state.running and not self.state.paused
-        return idle or self._backfill_ready()
 
     async def _apply_overlap(self, slot: datetime) -> None:
         if self.state.running:
@@ -328,60 +347,10 @@ class CronJobWorkflow(CronControls):
             memo[names.MEMO_SLOT_END] = names.SLOT_END_BY_COMPLETION
         return memo
 
-    async def _wait_for_slot(self, fire_at: datetime, label: str) -> None:
-        """Wait for the slot's fire time or a change. The slot's timer outlives a wake-up (a
-        control, a buffered slot starting): one timer per slot, not one per wait."""
-        self._show()
-        # A fired timer with its slot still ahead (a rounding of the server's clock) is
-        # replaced, never waited on again.
-        if self.slot_timer is None or self.slot_timer[0] != fire_at or self.slot_timer[1].done():
-            self._drop_slot_timer()
-            sleep = workflow.sleep(fire_at - workflow.now(), summary=clip(label) or None)
-            self.slot_timer = (fire_at, asyncio.ensure_future(sleep))
-        timer = self.slot_timer[1]
-        changed = self._changed_since(self.controls_seen)
-        await workflow.wait_condition(lambda: timer.done() or changed())
-
-    def _drop_slot_timer(self) -> None:
-        if self.slot_timer is not None:
-            self.slot_timer[1].cancel()
-            self.slot_timer = None
-
     def _child_ended(self, job_id: str, task: asyncio.Future[Any]) -> None:
         """A child of this run completed (free: Temporal records it in this run's history)."""
         self.tracked.discard(job_id)
-        self._slot_ended(job_id, child_outcome(task))
-
-    async def _wait_for_control(self, until: datetime | None, label: str) -> None:
-        self._show()
-        seen = self.controls_seen
-        timeout = (until - workflow.now()) if until is not None else None
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                self._changed_since(seen), timeout=timeout, timeout_summary=clip(label) or None
-            )
-
-    def _changed_since(self, seen: int) -> Callable[[], bool]:
-        if not self.lean:
-            return lambda: self.controls_seen != seen or self._time_to_rotate() or self._wake()
-        return lambda: (
-            self.controls_seen != seen
-            or (self._time_to_rotate() and (not self.tracked or self._must_rotate()))
-            or (self.state.buffered is not None and not self.state.running)
-            or self._wake()
-        )
-
-    def _must_rotate(self) -> bool:
-        """Waited long enough for tracked children: rotate without them."""
-        length = workflow.info().get_current_history_length()
-        return length > FORCED_ROTATION * self.event_budget
-
-    def _time_to_rotate(self) -> bool:
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > self.event_budget
-        )
+        self._slot_ended(job_id, child_outcome(task), child_end(task))
 
     def _publish_next_run(self, slot: datetime) -> None:
         if self.next_run_upserted != slot:

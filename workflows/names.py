@@ -81,6 +81,9 @@ PATCH_LEAN_STATUS: Final = "lean-status"
 PATCH_LEAN_CRON: Final = "lean-cron-slot"
 # A cron's first run counts its slots from the cron's start, not from its first workflow task.
 PATCH_SLOTS_FROM_START: Final = "cron-slots-from-start"
+# A cron's waits that need no timer: a slot's job starts up to 10 s before the slot's time when
+# no slot runs, and a slot due while another runs is decided at that one's end (skip, buffer_one).
+PATCH_LEAN_WAITS: Final = "cron-lean-waits"
 
 # -- built-in handlers (every worker serves them; the client accepts them unpublished) -------
 HANDLER_LOG: Final = "log"

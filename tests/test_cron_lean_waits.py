@@ -1,0 +1,138 @@
+"""A cron's waits that need no timer (patch ``cron-lean-waits``), on the dev server in real
+time: a slot's job starts up to 10 s before the slot's time when no slot runs (and then waits
+in its worker like any pre-dispatched job), and under ``skip`` a slot that comes due while
+another runs is decided when that one ends. A frequent cron thus costs no timer at all: before,
+each slot cost one (the cron slept until the slot, then started its job)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+
+from starter import operations
+from tests.helpers.cron import report, settle, start_cron
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import assert_replays, end_singletons, running_worker
+from workflows.models import CONTROL_CUTOFF, CronReport, JobReport, JobStatus
+
+E = EventType
+AHEAD = CONTROL_CUTOFF  # cron_rules.start_ahead with the default dispatch_lead (30 s)
+
+
+def timers(history: WorkflowHistory) -> int:
+    return sum(1 for e in history.events if e.event_type == E.EVENT_TYPE_TIMER_STARTED)
+
+
+def ran(final: CronReport) -> list[tuple[datetime, str]]:
+    return sorted((r.slot, r.job_id) for r in final.recent_slots if r.outcome == "ran" and r.job_id)
+
+
+async def started_at(client: Client, job_id: str) -> datetime:
+    history = await client.get_workflow_handle(job_id).fetch_history()
+    return history.events[0].event_time.ToDatetime(tzinfo=UTC)
+
+
+async def run_cron(client: Client, task_queue: str, seconds: float, **spec: Any) -> CronReport:
+    """Start a cron, let it run, pause it, and return its report once its slots settled."""
+    cron = await start_cron(client, task_queue, **spec)
+    await asyncio.sleep(seconds)
+    return await stop(client, cron.id)
+
+
+async def stop(client: Client, cron_id: str) -> CronReport:
+    """Pause (a job started ahead still runs), settle, then cancel: a cancelled cron would
+    not hear its last slot end."""
+    await operations.pause(client, cron_id)
+    final = await settle(client, cron_id)
+    handle = client.get_workflow_handle(cron_id)
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    return final
+
+
+@pytest.mark.devserver
+async def test_a_frequent_crons_slots_start_ahead_and_cost_no_timer(
+    dev_client: Client, task_queue: str
+) -> None:
+    async with running_worker(dev_client, task_queue):
+        cron = await start_cron(dev_client, task_queue, cron="*/3 * * * * *")
+
+        # While a slot's job waits for its time, the cron shows that slot as its next one.
+        async def snapshot() -> tuple[CronReport, datetime]:
+            return await report(dev_client, cron.id), datetime.now(UTC)
+
+        waiting, seen_at = await eventually(
+            snapshot,
+            lambda seen: seen[0].counts.get("ran", 0) >= 2 and bool(ahead_slots(*seen)),
+            what="a slot started ahead",
+            interval=0.2,
+        )
+        await asyncio.sleep(6)
+        final = await stop(dev_client, cron.id)
+        history = await cron.fetch_history()
+        slots = ran(final)
+        starts = [await started_at(dev_client, job_id) for _, job_id in slots]
+        reports = [
+            await dev_client.get_workflow_handle(job_id, result_type=JobReport).result()
+            for _, job_id in slots
+        ]
+    await end_singletons(dev_client)
+    assert len(slots) >= 4
+    assert timers(history) == 0, "every slot started when its predecessor ended"
+    # Each job (the first aside: the cron's first slot was due within its first seconds)
+    # started before its slot, by at most the 10 s window, and ran its handler at the slot.
+    early = [slot - start for (slot, _), start in zip(slots, starts, strict=True)]
+    assert all(timedelta(0) < lead <= AHEAD + timedelta(seconds=1) for lead in early[1:]), early
+    for (slot, _), job in zip(slots, reports, strict=True):
+        assert job.status == JobStatus.DONE and job.run_at == slot
+        assert all(a.started_at >= slot for a in job.attempts), (slot, job.attempts)
+    # The started slot is the one shown next, not the slot after it.
+    assert waiting.run_at == min(ahead_slots(waiting, seen_at))
+    await assert_replays(history)
+
+
+def ahead_slots(current: CronReport, seen_at: datetime) -> list[datetime]:
+    """The slots of running jobs (their ids end in the slot) clearly ahead of ``seen_at``."""
+    soon = seen_at + timedelta(seconds=0.5)
+    slots = [datetime.fromisoformat(job_id.rsplit("@", 1)[1]) for job_id in current.running]
+    return [slot for slot in slots if slot > soon]
+
+
+@pytest.mark.devserver
+async def test_skip_decides_the_slots_due_during_a_run_at_its_end_without_a_timer(
+    dev_client: Client, task_queue: str
+) -> None:
+    """Each slot's job runs 3.5 s on a cron every 2 s: the slot due during a run is skipped
+    (recorded at that run's end), the next one after the end runs, and no run overlaps."""
+    async with running_worker(dev_client, task_queue):
+        final = await run_cron(
+            dev_client,
+            task_queue,
+            9,
+            cron="*/2 * * * * *",
+            handler="demo.sleep",
+            payload={"seconds": 3.5},
+            lease=2,
+        )
+        history = await dev_client.get_workflow_handle(final.job_id).fetch_history()
+        spans = []
+        for slot, job_id in ran(final):
+            job = await dev_client.get_workflow_handle(job_id, result_type=JobReport).result()
+            end = max(a.ended_at for a in job.attempts if a.ended_at is not None)
+            spans.append((slot, end))
+    await end_singletons(dev_client)
+    skipped = [r.slot for r in final.recent_slots if r.outcome == "skipped"]
+    assert len(spans) >= 2 and skipped
+    assert timers(history) == 0
+    for slot in skipped:  # skipped: some run was under way at the slot's time
+        assert any(start < slot <= end for start, end in spans), (slot, spans)
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert start >= end - timedelta(seconds=0.5), spans  # ran: none was (clock margin)
+    await assert_replays(history)
