@@ -40,6 +40,7 @@ SECONDS: dict[str, float] = {
     "tests/test_dst_policy.py": 20,
     "tests/hostile/test_backfill.py": 20,
     "tests/test_concurrency.py": 20,
+    "tests/test_cron_lean_waits.py": 25,
     "tests/test_cron_backfill.py": 15,
     "tests/test_audit.py": 15,
     "tests/test_metrics.py": 15,
