@@ -19,7 +19,7 @@ from starter import operations
 from tests.helpers.cron import report, settle, start_cron
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import assert_replays, end_singletons, running_worker
-from workflows.models import CONTROL_CUTOFF, CronReport, JobReport, JobStatus
+from workflows.models import CONTROL_CUTOFF, CronReport, CronUpdate, JobReport, JobStatus
 
 E = EventType
 AHEAD = CONTROL_CUTOFF  # cron_rules.start_ahead with the default dispatch_lead (30 s)
@@ -101,8 +101,7 @@ async def test_a_frequent_crons_slots_start_ahead_and_cost_no_timer(
 def ahead_slots(current: CronReport, seen_at: datetime) -> list[datetime]:
     """The slots of running jobs (their ids end in the slot) clearly ahead of ``seen_at``."""
     soon = seen_at + timedelta(seconds=0.5)
-    slots = [datetime.fromisoformat(job_id.rsplit("@", 1)[1]) for job_id in current.running]
-    return [slot for slot in slots if slot > soon]
+    return [slot for slot in running(current) if slot > soon]
 
 
 @pytest.mark.devserver
@@ -136,3 +135,54 @@ async def test_skip_decides_the_slots_due_during_a_run_at_its_end_without_a_time
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end - timedelta(seconds=0.5), spans  # ran: none was (clock margin)
     await assert_replays(history)
+
+
+@pytest.mark.devserver
+async def test_an_update_during_a_wait_for_the_running_slot_leaves_the_cron_working(
+    dev_client: Client, task_queue: str
+) -> None:
+    """The cron waits for its running slot's end (skip); an update moves the next slot far
+    away meanwhile. When the slot ends the cron must wait for the new slot, not spin: it once
+    would have ended each workflow task at once, again and again (a deadlock, failing every
+    task)."""
+    async with running_worker(dev_client, task_queue):
+        cron = await start_cron(
+            dev_client,
+            task_queue,
+            cron="*/2 * * * * *",
+            handler="demo.sleep",
+            payload={"seconds": 4},
+            lease=2,
+        )
+
+        async def snapshot() -> tuple[CronReport, datetime]:
+            return await report(dev_client, cron.id), datetime.now(UTC)
+
+        busy, _ = await eventually(  # a slot's handler runs past the next slot's time
+            snapshot,
+            lambda seen: any(s < seen[1] - timedelta(seconds=2.5) for s in running(seen[0])),
+            what="a slot running past the next one's time",
+            interval=0.2,
+        )
+        await operations.update_cron(dev_client, cron.id, CronUpdate(cron="0 0 1 1 *"))
+        ended = await eventually(
+            lambda: report(dev_client, cron.id),
+            lambda current: not current.running,
+            what="the running slot's end",
+            timeout=30,
+        )
+        await asyncio.sleep(1)  # a few workflow tasks after that end
+        later = await report(dev_client, cron.id)
+        await cron.cancel()
+        history = await cron.fetch_history()
+    await end_singletons(dev_client)
+    failed = [e for e in history.events if e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+    assert failed == []
+    assert busy.running and ended.run_at == later.run_at
+    assert later.run_at is not None and (later.run_at.month, later.run_at.day) == (1, 1)
+    assert later.counts.get("skipped", 0) >= 1  # the slot due during the run, at its end
+    await assert_replays(history)
+
+
+def running(current: CronReport) -> list[datetime]:
+    return [datetime.fromisoformat(job_id.rsplit("@", 1)[1]) for job_id in current.running]

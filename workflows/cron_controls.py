@@ -41,6 +41,7 @@ class CronControls(CronWaits):
 
     @workflow.update(name=names.UPDATE_PAUSE)
     async def pause(self, request: PauseRequest) -> CronReport:
+        self._decide_overlapped_now()
         self.state.paused_until = request.until
         self._set_paused(True)
         self._audit(
@@ -80,6 +81,7 @@ class CronControls(CronWaits):
     @workflow.update(name=names.UPDATE_SCHEDULE)
     async def update_schedule(self, change: CronUpdate) -> CronReport:
         updates = change.schedule_changes()
+        self._decide_overlapped_now()
         self.spec = self.spec.model_copy(update=updates)
         self._load_schedule()
         # The new schedule starts from now: slots of the new expression in the past are not due.

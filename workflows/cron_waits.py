@@ -51,6 +51,21 @@ class CronWaits(CronCore):
         ended = self.slot_end
         if not waited or self.state.running or ended is None or fire_at > ended:
             return False
+        self._decide_overlapped(ended)
+        return True
+
+    def _decide_overlapped_now(self) -> None:
+        """Before a control changes what comes next (pause, update, cancel): the slots due so
+        far during the running slot get their outcome now, as they would have at their time."""
+        if self.overlap_wait and self.state.running:
+            self._decide_overlapped(workflow.now())
+
+    def _decide_overlapped(self, until: datetime) -> None:
+        """Record the slots due up to ``until`` while a slot ran (the first may be buffered)."""
+        assert self.state.last_slot is not None
+        slot = self._next_slot(self.state.last_slot)
+        if slot is None or slot > until:
+            return
         self.state.last_slot = slot
         detail = "a slot was still running"
         if self.spec.overlap == "buffer_one" and self.state.buffered is None:
@@ -59,8 +74,7 @@ class CronWaits(CronCore):
             detail = "one slot is already buffered"
         else:
             self._record(slot, "skipped", detail=detail)
-        self._skip_backlog(ended, "skipped", detail)
-        return True
+        self._skip_backlog(until, "skipped", detail)
 
     async def _wait_for_slot(self, fire_at: datetime, label: str) -> None:
         """Wait for the slot's fire time or a change. The slot's timer outlives a wake-up (a

@@ -137,6 +137,7 @@ class CronJobWorkflow(CronControls):
             await workflow.wait_condition(workflow.all_handlers_finished)
         except BaseException as err:
             if is_cancelled_exception(err):
+                self._decide_overlapped_now()
                 self._note_cancellation("no further slots")
                 self.cancelled = True
                 if not self.lean:
@@ -187,6 +188,9 @@ class CronJobWorkflow(CronControls):
         """The planned slot is not due: go on with a backfill, or wait for its start time, its
         fire time, or (lazy overlap) the end of the slot that runs."""
         now = workflow.now()
+        # Set only for the wait that ends with the running slot (a cron update may have
+        # moved the planned slot since): another wait would end at once, again and again.
+        self.overlap_wait = False
         if self._backfill_ready():
             await self._backfill_step()
         elif self.lean and now >= start_at and self._lazy_overlap():
