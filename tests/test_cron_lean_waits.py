@@ -16,13 +16,18 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 
 from starter import operations
-from tests.helpers.cron import report, settle, start_cron
+from tests.helpers.cron import report, settle, slots_longer_than_the_interval, start_cron
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import assert_replays, end_singletons, running_worker
 from workflows.models import CONTROL_CUTOFF, CronReport, CronUpdate, JobReport, JobStatus
 
 E = EventType
 AHEAD = CONTROL_CUTOFF  # cron_rules.start_ahead with the default dispatch_lead (30 s)
+
+
+async def snapshot(client: Client, cron_id: str) -> tuple[CronReport, datetime]:
+    """The cron's report and when it came back."""
+    return await report(client, cron_id), datetime.now(UTC)
 
 
 def timers(history: WorkflowHistory) -> int:
@@ -65,11 +70,8 @@ async def test_a_frequent_crons_slots_start_ahead_and_cost_no_timer(
         cron = await start_cron(dev_client, task_queue, cron="*/3 * * * * *")
 
         # While a slot's job waits for its time, the cron shows that slot as its next one.
-        async def snapshot() -> tuple[CronReport, datetime]:
-            return await report(dev_client, cron.id), datetime.now(UTC)
-
         waiting, seen_at = await eventually(
-            snapshot,
+            lambda: snapshot(dev_client, cron.id),
             lambda seen: seen[0].counts.get("ran", 0) >= 2 and bool(ahead_slots(*seen)),
             what="a slot started ahead",
             interval=0.2,
@@ -111,15 +113,7 @@ async def test_skip_decides_the_slots_due_during_a_run_at_its_end_without_a_time
     """Each slot's job runs 3.5 s on a cron every 2 s: the slot due during a run is skipped
     (recorded at that run's end), the next one after the end runs, and no run overlaps."""
     async with running_worker(dev_client, task_queue):
-        final = await run_cron(
-            dev_client,
-            task_queue,
-            9,
-            cron="*/2 * * * * *",
-            handler="demo.sleep",
-            payload={"seconds": 3.5},
-            lease=2,
-        )
+        final = await run_cron(dev_client, task_queue, 9, **slots_longer_than_the_interval(3.5))
         history = await dev_client.get_workflow_handle(final.job_id).fetch_history()
         spans = []
         for slot, job_id in ran(final):
@@ -146,20 +140,9 @@ async def test_an_update_during_a_wait_for_the_running_slot_leaves_the_cron_work
     would have ended each workflow task at once, again and again (a deadlock, failing every
     task)."""
     async with running_worker(dev_client, task_queue):
-        cron = await start_cron(
-            dev_client,
-            task_queue,
-            cron="*/2 * * * * *",
-            handler="demo.sleep",
-            payload={"seconds": 4},
-            lease=2,
-        )
-
-        async def snapshot() -> tuple[CronReport, datetime]:
-            return await report(dev_client, cron.id), datetime.now(UTC)
-
+        cron = await start_cron(dev_client, task_queue, **slots_longer_than_the_interval(4))
         busy, _ = await eventually(  # a slot's handler runs past the next slot's time
-            snapshot,
+            lambda: snapshot(dev_client, cron.id),
             lambda seen: any(s < seen[1] - timedelta(seconds=2.5) for s in running(seen[0])),
             what="a slot running past the next one's time",
             interval=0.2,

@@ -20,7 +20,7 @@ from activities import metrics
 from starter import dlq, operations
 from starter.dev import binaries
 from starter.dev.devserver import free_port
-from tests.helpers.cron import report, settle, start_cron
+from tests.helpers.cron import report, settle, slots_longer_than_the_interval, start_cron
 from tests.helpers.dlq import POISON_ONCE, wait_for_log
 from tests.helpers.jobs import finished, submit, wait_for_status
 from tests.helpers.poll import eventually
@@ -143,13 +143,7 @@ async def test_buffered_slot_starts_when_the_child_ends_without_a_timer(
     server would not wait for before expiring its lease."""
     async with running_worker(dev_client, task_queue):
         cron = await start_cron(
-            dev_client,
-            task_queue,
-            cron="*/2 * * * * *",
-            handler="demo.sleep",
-            payload={"seconds": 2.5},
-            overlap="buffer_one",
-            lease=2,
+            dev_client, task_queue, **slots_longer_than_the_interval(2.5, overlap="buffer_one")
         )
         await asyncio.sleep(9)
         await cron.cancel()

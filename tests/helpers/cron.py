@@ -39,6 +39,18 @@ async def start_cron(
     )
 
 
+def slots_longer_than_the_interval(seconds: float, **spec: Any) -> dict[str, Any]:
+    """A cron every 2 s whose slot's handler sleeps ``seconds`` (real time: the dev server),
+    holding its lease by heartbeats every second."""
+    return {
+        "cron": "*/2 * * * * *",
+        "handler": "demo.sleep",
+        "payload": {"seconds": seconds},
+        "lease": 2,
+        **spec,
+    }
+
+
 def time_skipping_lead(env: WorkflowEnvironment) -> dict[str, Any]:
     """``dispatch_lead: 0`` on the time-skipping server: a slot's job started ahead waits for
     its time in the worker, in real seconds the server cannot skip (with the lead, each slot
