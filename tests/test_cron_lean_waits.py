@@ -7,6 +7,7 @@ each slot cost one (the cron slept until the slot, then started its job)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,9 +17,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 
 from starter import operations
+from starter.errors import InvalidTransition
 from tests.helpers.cron import report, settle, slots_longer_than_the_interval, start_cron
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import assert_replays, end_singletons, running_worker
+from workflows import cronmath
 from workflows.models import CONTROL_CUTOFF, CronReport, CronUpdate, JobReport, JobStatus
 
 E = EventType
@@ -169,3 +172,40 @@ async def test_an_update_during_a_wait_for_the_running_slot_leaves_the_cron_work
 
 def running(current: CronReport) -> list[datetime]:
     return [datetime.fromisoformat(job_id.rsplit("@", 1)[1]) for job_id in current.running]
+
+
+@pytest.mark.devserver
+async def test_a_slot_started_ahead_runs_through_a_pause_and_its_own_job_still_cancels(
+    dev_client: Client, task_queue: str
+) -> None:
+    """The README's promise: a pause of the cron reaches the slots not yet started; the one
+    whose job already waits for its time runs; and that job, within its last 10 s, refuses
+    pause but still cancels. Two crons: one's waiting slot is left alone, the other's is
+    cancelled."""
+    async with running_worker(dev_client, task_queue):
+        crons = [await start_cron(dev_client, task_queue, cron="*/3 * * * * *") for _ in "ab"]
+        waiting = {}
+        for cron in crons:
+            current, seen_at = await eventually(
+                functools.partial(snapshot, dev_client, cron.id),
+                lambda seen: bool(ahead_slots(*seen)),
+                what="a slot started ahead",
+                interval=0.1,
+            )
+            await operations.pause(dev_client, cron.id)
+            waiting[cron.id] = f"{cron.id}@{cronmath.iso_utc(min(ahead_slots(current, seen_at)))}"
+        kept, cancelled = (waiting[cron.id] for cron in crons)
+        with pytest.raises(InvalidTransition, match="cannot pause"):
+            await operations.pause(dev_client, cancelled)
+        await operations.cancel(dev_client, cancelled)
+        finals = [await settle(dev_client, cron.id) for cron in crons]
+        ends = {job_id: await operations.status(dev_client, job_id) for job_id in (kept, cancelled)}
+        for cron in crons:
+            await cron.cancel()
+    await end_singletons(dev_client)
+    assert ends[kept].status == JobStatus.DONE
+    assert ends[cancelled].status == JobStatus.CANCELLED
+    for final, job_id in zip(finals, (kept, cancelled), strict=True):
+        last_ran = max(r.slot for r in final.recent_slots if r.outcome == "ran")
+        assert job_id.endswith(cronmath.iso_utc(last_ran)), "no slot ran after the paused one"
+        assert final.status == JobStatus.PAUSED and final.running == []
