@@ -213,8 +213,7 @@ class CronCore:
             until = self.state.paused_until
             parts = ["**paused**", f"until {self._when(until)}" if until else "until resumed"]
         else:
-            # The planned slot when there is one (no second cron computation per wait).
-            if self.overlap_wait or self.state.running:
+            if self.overlap_wait or self.state.running:  # a slot started ahead shows first
                 shown = self._shown_next()
                 nxt = shown[0] if shown else None
             else:  # the planned slot when there is one (no cron computation per wait)

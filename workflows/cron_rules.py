@@ -21,6 +21,7 @@ from workflows.models import (
     JOB_NAME,
     JOB_RUN_AT,
     JOB_STATUS,
+    JobReport,
     JobSpec,
     JobStatus,
 )
@@ -119,9 +120,8 @@ def child_end(task: asyncio.Future[Any]) -> datetime | None:
     ended otherwise, or ran none)."""
     if task.cancelled() or task.exception() is not None:
         return None
-    report = task.result()
-    ends = [a.ended_at for a in getattr(report, "attempts", []) if a.ended_at is not None]
-    return max(ends, default=None)
+    report: JobReport = task.result()
+    return max((a.ended_at for a in report.attempts if a.ended_at is not None), default=None)
 
 
 def cron_search_attributes(
