@@ -9,7 +9,8 @@ fails CI (``tests/test_replay.py``). Record a new generation under a new prefix 
 workflows gain new shapes, and keep the old ones: ``h`` is the first generation, ``v2`` adds
 operator notes and actors, and a pre-dispatched job; ``v3`` (issue 14: JobStatus written only
 where listings filter on it) adds a job cancelled while it waited out a retry backoff; ``v4``
-(the ``cron-lean-waits`` patch) has crons that start a slot's job ahead, without a timer.
+(the ``cron-lean-waits`` patch) has crons that start a slot's job ahead, without a timer, and
+a ``skip`` cron whose slots outlast its interval.
 """
 
 from __future__ import annotations
@@ -186,6 +187,7 @@ async def record(client: Client, prefix: str) -> None:
         await operations.pause(client, spec.id, note="enough", actor="recorder")
     else:
         await operations.pause(client, spec.id)
+    skipping = await skip_cron(client, prefix)
     await client.start_workflow(
         HandlerRegistryWorkflow.run,
         [],
@@ -208,6 +210,36 @@ async def record(client: Client, prefix: str) -> None:
     await save(cron, f"{prefix}-cron-current")
     async for child in client.list_workflows(f'WorkflowId STARTS_WITH "{spec.id}@"', limit=1):
         await save(client.get_workflow_handle(child.id), f"{prefix}-cron-slot")
+    await save(client.get_workflow_handle(skipping), f"{prefix}-cron-skip")
+
+
+async def skip_cron(client: Client, prefix: str) -> str:
+    """A ``skip`` cron whose 3 s slots outlast its 2 s interval (from v4: the slot due during a
+    run is decided at that run's end), paused once a slot was skipped and its slots ended."""
+    cron_id = f"{prefix}-cron-skip"
+    spec = {
+        "id": cron_id,
+        "name": "skip",
+        "handler": "demo.sleep",
+        "payload": {"seconds": 3},
+        "cron": "*/2 * * * * *",
+        "lease": 2,
+    }
+    await operations.schedule(client, spec, load_handlers().names())
+
+    async def report() -> CronReport:
+        current = await operations.status(client, cron_id)
+        assert isinstance(current, CronReport)
+        return current
+
+    async with asyncio.timeout(60):
+        while not ((c := await report()).counts.get("skipped") and c.counts.get("ran", 0) >= 2):
+            await asyncio.sleep(0.5)
+    await operations.pause(client, cron_id)
+    async with asyncio.timeout(60):
+        while (await report()).running:
+            await asyncio.sleep(0.5)
+    return cron_id
 
 
 async def main(prefix: str) -> None:
