@@ -28,6 +28,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.registry import load_handlers
 from bench.common import fresh_server
 from starter import operations
+from tests.helpers.poll import eventually
 from tests.helpers.temporal import running_worker
 from workflows.cron_workflow import CronJobWorkflow
 from workflows.models import (
@@ -232,13 +233,14 @@ async def skip_cron(client: Client, prefix: str) -> str:
         assert isinstance(current, CronReport)
         return current
 
-    async with asyncio.timeout(60):
-        while not ((c := await report()).counts.get("skipped") and c.counts.get("ran", 0) >= 2):
-            await asyncio.sleep(0.5)
+    await eventually(
+        report,
+        lambda c: bool(c.counts.get("skipped")) and c.counts.get("ran", 0) >= 2,
+        timeout=60,
+        what=f"{cron_id} skipped a slot",
+    )
     await operations.pause(client, cron_id)
-    async with asyncio.timeout(60):
-        while (await report()).running:
-            await asyncio.sleep(0.5)
+    await eventually(report, lambda c: not c.running, timeout=60, what=f"{cron_id} settled")
     return cron_id
 
 

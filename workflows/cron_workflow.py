@@ -193,7 +193,7 @@ class CronJobWorkflow(CronControls):
         self.overlap_wait = False
         if self._backfill_ready():
             await self._backfill_step()
-        elif self.lean and now >= start_at and self._lazy_overlap():
+        elif now >= start_at and self._lazy_overlap():  # lean_waits runs only (lean ones)
             self.overlap_wait = True  # the running slot's end decides this one
             await self._wait_for_control(None, "")
         elif self.lean:
