@@ -28,6 +28,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.registry import load_handlers
 from bench.common import fresh_server
 from starter import operations
+from tests.helpers.cron import report
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import running_worker
 from workflows.cron_workflow import CronJobWorkflow
@@ -228,19 +229,16 @@ async def skip_cron(client: Client, prefix: str) -> str:
     }
     await operations.schedule(client, spec, load_handlers().names())
 
-    async def report() -> CronReport:
-        current = await operations.status(client, cron_id)
-        assert isinstance(current, CronReport)
-        return current
-
     await eventually(
-        report,
+        lambda: report(client, cron_id),
         lambda c: bool(c.counts.get("skipped")) and c.counts.get("ran", 0) >= 2,
         timeout=60,
         what=f"{cron_id} skipped a slot",
     )
     await operations.pause(client, cron_id)
-    await eventually(report, lambda c: not c.running, timeout=60, what=f"{cron_id} settled")
+    await eventually(
+        lambda: report(client, cron_id), lambda c: not c.running, timeout=60, what="settled"
+    )
     return cron_id
 
 

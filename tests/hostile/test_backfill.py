@@ -30,6 +30,7 @@ from starter.api.guards import LOOPBACK_HOSTS
 from starter.dev.devserver import DevServer
 from starter.errors import InvalidTransition, JobNotFound, JobsError, SpecError
 from starter.jobsclient import JobsClient
+from tests.helpers.cron import report as cron_report
 from tests.helpers.poll import eventually
 from tests.helpers.processes import cli_env, jobs
 from tests.helpers.temporal import end_singletons, running_worker
@@ -86,13 +87,8 @@ async def legitimate_backfill_works(client: Client, cron_id: str) -> None:
     answer = await operations.backfill(client, cron_id, PAST, LATER_PAST)
     assert answer.slots == 3
 
-    async def probe() -> CronReport:
-        report = await operations.status(client, cron_id)
-        assert isinstance(report, CronReport)
-        return report
-
     await eventually(
-        probe,
+        lambda: cron_report(client, cron_id),
         lambda report: report.counts.get("backfilled") == 3 and not report.running,
         what="the legitimate backfill ran",
     )
