@@ -1,0 +1,42 @@
+"""How the worker sets up the workflow sandbox: the modules that define workflows are imported
+afresh for every workflow run (from bytecode the worker writes: without it, under
+PYTHONDONTWRITEBYTECODE, each run compiled their source again); every other module of
+``workflows/`` is shared with every run instead of being imported again."""
+
+from __future__ import annotations
+
+import importlib.util
+import pkgutil
+from pathlib import Path
+
+import workflows
+import workflows.job_workflow
+from worker import WORKFLOWS, sandbox_passthrough, sandbox_runner
+
+
+def test_building_the_sandbox_runner_leaves_bytecode_for_the_workflow_modules() -> None:
+    source = workflows.job_workflow.__file__
+    assert source is not None
+    cached = Path(importlib.util.cache_from_source(source))
+    cached.unlink(missing_ok=True)
+    sandbox_runner()
+    assert cached.is_file()
+    # Valid for the current source: the import system would load it rather than compile.
+    assert cached.stat().st_mtime >= Path(source).stat().st_mtime
+
+
+def test_the_sandbox_shares_every_helper_module_and_no_workflow_definition() -> None:
+    shared = set(sandbox_passthrough())
+    defining = {cls.__module__ for cls in WORKFLOWS}
+    everything = {m.name for m in pkgutil.walk_packages(workflows.__path__, prefix="workflows.")}
+    assert defining == {
+        "workflows.job_workflow",
+        "workflows.cron_workflow",
+        "workflows.dlq_workflow",
+        "workflows.registry_workflow",
+        "workflows.concurrency_workflow",
+    }
+    assert not shared & defining
+    assert everything - defining <= shared
+    assert {"workflows.jobstatus", "workflows.job_core", "workflows.models.spec"} <= shared
+    assert {"pydantic", "pydantic_core"} <= shared
