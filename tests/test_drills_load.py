@@ -334,13 +334,16 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
     workers.start("--max-concurrent-jobs", "200")
     tag = uuid.uuid4().hex[:6]
     ids = [f"storm-{tag}-{i}" for i in range(count)]
+    # How long the endpoint answers 503 once the jobs are due: at this backoff 10 s still
+    # fails every job three or four times.
+    storm = size(ci=10, full=20)
     with serve() as endpoint:
-        # All due together, 35 s out (their dispatch lead spreads the server's work), and the
-        # endpoint answers 503 for the first 20 s after that.
+        # All due together, lead + 5 s out (their dispatch lead spreads the server's work), and
+        # the endpoint answers 503 for the storm's first seconds after that.
         lead = size(ci=10, full=30)
         due = time.time() + lead + 5
-        endpoint.recover_at = time.monotonic() + lead + 5 + 20
-        recover_wall = due + 20
+        endpoint.recover_at = time.monotonic() + lead + 5 + storm
+        recover_wall = due + storm
         await schedule_all(
             dev_client,
             task_queue,
@@ -415,7 +418,7 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
         assert max(delays[n]) - min(delays[n]) > 0.6 * (high - low), n
     add_row(
         DrillRow(
-            "retry storm (503 for 20 s)",
+            f"retry storm (503 for {storm} s)",
             count,
             0,
             0,
