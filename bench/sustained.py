@@ -4,7 +4,8 @@
 
 Each of ``--loops`` callers submits a job due in 1 s, waits for it to complete, and repeats.
 With 20 loops every system is bound by the 1 s wait (20 loops / ~1.2 s each = ~16 jobs/s);
-the default 200 keeps the server saturated, so the figure is throughput.
+the default 200 keeps a backlog at the server, so the figure is throughput (on 2 cores it is
+bounded by the dev server's workflow-task dispatch, not by CPU: README, "Sustained").
 Both sides get a fresh dev server (SQLite file, WAL) and their own worker. Prints completed
 jobs/s and end-to-end latency (submit to completion), writes JSON. One run of each side
 varied by up to 15% from run to run here, so ours and the baseline run ``--rounds`` times in
