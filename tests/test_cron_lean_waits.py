@@ -21,7 +21,7 @@ from starter.errors import InvalidTransition
 from tests.helpers.cron import report, settle, slots_longer_than_the_interval, start_cron
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import assert_replays, end_singletons, running_worker
-from workflows import cronmath
+from workflows import cronmath, names
 from workflows.models import CONTROL_CUTOFF, CronReport, CronUpdate, JobReport, JobStatus
 
 E = EventType
@@ -209,3 +209,38 @@ async def test_a_slot_started_ahead_runs_through_a_pause_and_its_own_job_still_c
         last_ran = max(r.slot for r in final.recent_slots if r.outcome == "ran")
         assert job_id.endswith(cronmath.iso_utc(last_ran)), "no slot ran after the paused one"
         assert final.status == JobStatus.PAUSED and final.running == []
+
+
+@pytest.mark.devserver
+async def test_a_cancelled_crons_status_reads_the_slot_it_left_running_from_its_job(
+    dev_client: Client, task_queue: str
+) -> None:
+    """Cancel stops further slots while a started one finishes. The cron closes at once and
+    cannot hear that slot end, so its status reads the slot from the slot's own job: after the
+    job is done, the cron shows no slot running and that slot done."""
+    async with running_worker(dev_client, task_queue):
+        cron = await start_cron(dev_client, task_queue, cron="*/3 * * * * *")
+        current, seen_at = await eventually(
+            functools.partial(snapshot, dev_client, cron.id),
+            lambda seen: bool(ahead_slots(*seen)),
+            what="a slot started ahead",
+            interval=0.1,
+        )
+        left = f"{cron.id}@{cronmath.iso_utc(min(ahead_slots(current, seen_at)))}"
+        await operations.cancel(dev_client, cron.id)
+        await eventually(
+            lambda: operations.status(dev_client, left),
+            lambda job: job.status == JobStatus.DONE,
+            timeout=30,
+            what=f"{left} done",
+        )
+        closed = await dev_client.get_workflow_handle(cron.id).query(
+            names.QUERY_STATUS, result_type=CronReport
+        )  # the closed cron's own last word
+        final = await operations.status(dev_client, cron.id)
+    await end_singletons(dev_client)
+    assert left in closed.running  # what the cron could not know
+    assert isinstance(final, CronReport)
+    assert final.status == JobStatus.CANCELLED
+    assert final.running == []
+    assert [r.status for r in final.recent_slots if r.job_id == left] == [JobStatus.DONE]

@@ -23,7 +23,7 @@ from starter.errors import JobNotFound, TemporalUnavailable
 from starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
 from starter.operations.validation import check_not_reserved
 from workflows import names
-from workflows.jobstatus import JobView, public_status
+from workflows.jobstatus import SETTLED, JobView, public_status
 from workflows.models import (
     JOB_HANDLER,
     JOB_NAME,
@@ -36,6 +36,8 @@ from workflows.models import (
 )
 
 Report = JobView | JobReport | CronReport
+# A closed cron's slot jobs read at once, at most (its running slots: one, or a few).
+SLOT_LOOKUPS = 10
 # History length once the first workflow task completed: started, task scheduled/started/completed.
 FIRST_TASK_DONE = 4
 
@@ -70,11 +72,39 @@ async def status(client: Client, job_id: str) -> Report:
                 names.QUERY_STATUS, result_type=CronReport, rpc_timeout=QUERY_TIMEOUT
             )
         verdict = public_status(facts, datetime.now(UTC))
-        return cron.model_copy(update={"status": verdict.status})
+        cron = cron.model_copy(update={"status": verdict.status})
+        if facts.execution != "running" and cron.running:
+            cron = await _slots_left_running(client, cron)
+        return cron
     report = await _queried_report(handle, desc)
     if report is None:
         report = await _report_from_start(client, handle, desc)
     return jobviews.job_view(report, facts, desc, beat, datetime.now(UTC))
+
+
+async def _slots_left_running(client: Client, cron: CronReport) -> CronReport:
+    """A closed cron's report with the slots it left running read from their own jobs.
+
+    A cron cancelled while a slot's job runs (or waits for its time) closes at once and the
+    job runs on, so the cron's last report cannot know how that slot ended: its job can. A
+    slot whose job has closed leaves ``running``; every record of it shows the job's status."""
+
+    async def job_status(job_id: str) -> JobStatus | None:
+        try:
+            return (await status(client, job_id)).status
+        except JobNotFound:  # gone (retention): not running, and nothing newer to show
+            return None
+
+    found = await jobviews.gathered([job_status(j) for j in cron.running], SLOT_LOOKUPS)
+    now = dict(zip(cron.running, found, strict=True))
+    recent = [
+        r.model_copy(update={"status": now[r.job_id]})
+        if r.job_id in now and now[r.job_id] is not None
+        else r
+        for r in cron.recent_slots
+    ]
+    running = [j for j in cron.running if now[j] is not None and now[j] not in SETTLED]
+    return cron.model_copy(update={"recent_slots": recent, "running": running})
 
 
 async def _queried_report(
