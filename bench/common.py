@@ -170,6 +170,19 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def machine_jiffies() -> tuple[int, int]:
+    """The machine's CPU time so far (all cores, clock ticks): (total, idle including I/O
+    wait), from the first line of /proc/stat. Two readings give the idle share between them."""
+    ticks = [int(field) for field in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(ticks), ticks[3] + ticks[4]
+
+
+def idle_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the machine's CPU time that was idle between two ``machine_jiffies``."""
+    total = after[0] - before[0]
+    return (after[1] - before[1]) / total if total else 0.0
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -28,7 +28,15 @@ from temporalio.client import Client
 from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
-from bench.common import OURS_QUEUE, cpu_seconds, side, summary, write_result
+from bench.common import (
+    OURS_QUEUE,
+    cpu_seconds,
+    idle_share,
+    machine_jiffies,
+    side,
+    summary,
+    write_result,
+)
 from starter import operations
 
 DUE_IN = timedelta(seconds=1)
@@ -71,9 +79,9 @@ async def run_side(kind: str, seconds: float, loops: int) -> dict[str, Any]:
                 latencies.append(time.monotonic() - started)
                 n += 1
 
-        began = time.monotonic()
+        began, jiffies = time.monotonic(), machine_jiffies()
         await asyncio.gather(*(loop(lane) for lane in range(loops)))
-        elapsed = time.monotonic() - began
+        elapsed, idle = time.monotonic() - began, idle_share(jiffies, machine_jiffies())
         done = max(len(latencies), 1)
         cpu = {
             name: 1000 * (cpu_seconds(pid) - cpu_before[name]) / done
@@ -86,6 +94,8 @@ async def run_side(kind: str, seconds: float, loops: int) -> dict[str, Any]:
             "jobs_per_second": len(latencies) / elapsed,
             "latency": summary(latencies),
             "cpu_ms_per_job": cpu,
+            # Idle share of the whole machine meanwhile: well above 0, the loop is not CPU-bound.
+            "machine_idle": idle,
         }
 
 
@@ -101,7 +111,8 @@ def show(row: dict[str, Any], label: str) -> None:
     print(
         f"{label:13}: {row['jobs_per_second']:6.1f} completed jobs/s "
         f"({row['completed']} in {row['seconds']:.0f}s); end-to-end p50 {lat['p50']:.2f}s "
-        f"p99 {lat['p99']:.2f}s",
+        f"p99 {lat['p99']:.2f}s"
+        + (f"; machine idle {row['machine_idle']:.0%}" if "machine_idle" in row else ""),
         flush=True,
     )
 
