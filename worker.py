@@ -158,11 +158,12 @@ class WorkerSettings:
 
 
 def precompile_workflow_modules() -> None:
-    """Write bytecode for the workflow modules. The sandbox imports them afresh for every
-    workflow run; without a ``.pyc`` (``PYTHONDONTWRITEBYTECODE``, set in many container
-    images and on our CI machine) every run compiled ``job_workflow.py`` again, a third of the
-    worker's CPU per job (measured with py-spy under ``bench.sustained``). Where the folder is
-    read-only nothing is written and nothing else changes."""
+    """Write bytecode for the workflow modules. The sandbox imports the ones that define a
+    workflow afresh for every workflow run (:func:`sandbox_passthrough`); without a ``.pyc``
+    (``PYTHONDONTWRITEBYTECODE``, set in many container images and on our CI machine) every
+    run compiled ``job_workflow.py`` again, a third of the worker's CPU per job (measured with
+    py-spy under ``bench.sustained``). Where the folder is read-only nothing is written and
+    nothing else changes."""
     compileall.compile_dir(Path(workflows.__file__).parent, maxlevels=0, quiet=2)
 
 

@@ -96,14 +96,14 @@ async def _slots_left_running(client: Client, cron: CronReport) -> CronReport:
             return None
 
     found = await jobviews.gathered([job_status(j) for j in cron.running], SLOT_LOOKUPS)
-    now = dict(zip(cron.running, found, strict=True))
+    of_job = dict(zip(cron.running, found, strict=True))
     recent = [
-        r.model_copy(update={"status": now[r.job_id]})
-        if r.job_id in now and now[r.job_id] is not None
+        r.model_copy(update={"status": of_job[r.job_id]})
+        if r.job_id in of_job and of_job[r.job_id] is not None
         else r
         for r in cron.recent_slots
     ]
-    running = [j for j in cron.running if now[j] is not None and now[j] not in SETTLED]
+    running = [j for j in cron.running if of_job[j] is not None and of_job[j] not in SETTLED]
     return cron.model_copy(update={"recent_slots": recent, "running": running})
 
 
