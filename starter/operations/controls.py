@@ -20,7 +20,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from starter import jobviews
 from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
@@ -44,22 +44,34 @@ T = TypeVar("T")
 
 
 async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -> T:
-    """Run an update; a rejected or unprocessable one becomes a clear InvalidTransition."""
+    """Run an update on a job just described as open; a rejected or unprocessable one becomes
+    a clear InvalidTransition."""
     try:
         async with temporal_errors(job_id):
-            return await asyncio.wait_for(call(), CONTROL_TIMEOUT)
+            try:
+                return await asyncio.wait_for(call(), CONTROL_TIMEOUT)
+            except RPCError as err:
+                if closed_meanwhile(err):
+                    raise InvalidTransition(
+                        f"cannot {action}: job {job_id!r} has finished"
+                    ) from err
+                raise
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
         raise InvalidTransition(reason) from err
-    except RPCError as err:  # the job closed between our describe and the update
-        if "completed" in err.message.lower():
-            raise InvalidTransition(f"cannot {action}: job {job_id!r} has finished") from err
-        raise
     except TimeoutError as err:
         raise TemporalUnavailable(
             f"no worker processed {action} within {CONTROL_TIMEOUT:g}s; is `jobs worker` running?"
         ) from err
+
+
+def closed_meanwhile(err: RPCError) -> bool:
+    """Whether an update's refusal means the job closed between our describe and the update:
+    the server answers "workflow execution already completed", or NOT_FOUND for the update
+    (seen in CI: "update <id> not found", the run completed with the update in flight). The
+    job was there a moment ago, so it has finished; it is not a job that never existed."""
+    return err.status == RPCStatusCode.NOT_FOUND or "completed" in err.message.lower()
 
 
 def require_open(job_id: str, action: str, desc: WorkflowExecutionDescription) -> None:
