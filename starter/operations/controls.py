@@ -20,12 +20,12 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from starter import jobviews
 from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
 from starter.operations.readback import Report, describe
-from starter.operations.rpc import temporal_errors
+from starter.operations.rpc import closed_meanwhile, temporal_errors
 from starter.operations.validation import (
     check_not_reserved,
     check_note,
@@ -64,14 +64,6 @@ async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -
         raise TemporalUnavailable(
             f"no worker processed {action} within {CONTROL_TIMEOUT:g}s; is `jobs worker` running?"
         ) from err
-
-
-def closed_meanwhile(err: RPCError) -> bool:
-    """Whether an update's refusal means the job closed between our describe and the update:
-    the server answers "workflow execution already completed", or NOT_FOUND for the update
-    (seen in CI: "update <id> not found", the run completed with the update in flight). The
-    job was there a moment ago, so it has finished; it is not a job that never existed."""
-    return err.status == RPCStatusCode.NOT_FOUND or "completed" in err.message.lower()
 
 
 def require_open(job_id: str, action: str, desc: WorkflowExecutionDescription) -> None:

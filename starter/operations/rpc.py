@@ -31,3 +31,11 @@ async def temporal_errors(job_id: str | None = None) -> AsyncIterator[None]:
         if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             raise TemporalUnavailable(f"Temporal is unreachable: {err.message}") from err
         raise
+
+
+def closed_meanwhile(err: RPCError) -> bool:
+    """Whether a refused update or signal means the job closed between our describe and it:
+    the server answers "workflow execution already completed", or NOT_FOUND for the update
+    (seen in CI: "update <id> not found", the run completed with the update in flight). The
+    job was there a moment ago, so it has finished; it is not a job that never existed."""
+    return err.status == RPCStatusCode.NOT_FOUND or "completed" in err.message.lower()
