@@ -27,7 +27,7 @@ from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
 from starter.operations.controls import require_open
 from starter.operations.pagetokens import encode_token, readable_token
 from starter.operations.readback import describe
-from starter.operations.rpc import closed_meanwhile, temporal_errors
+from starter.operations.rpc import finished_meanwhile, temporal_errors
 from starter.operations.validation import check_note
 from workflows import names
 from workflows.models import (
@@ -146,14 +146,9 @@ async def release(
     status = desc.typed_search_attributes.get(JOB_STATUS)
     if status != "dead":
         raise InvalidTransition(f"cannot {action}: job {job_id!r} is {status}, not dead")
-    async with temporal_errors(job_id):
-        try:
-            # Straight to the job (which reports to the DLQ): one hop fewer than via the DLQ.
-            await handle.signal(SIGNAL_OF[action], *([request] if request else []))
-        except RPCError as err:
-            if closed_meanwhile(err):
-                raise InvalidTransition(f"cannot {action}: job {job_id!r} has finished") from err
-            raise
+    async with temporal_errors(job_id), finished_meanwhile(job_id, action):
+        # Straight to the job (which reports to the DLQ): one hop fewer than via the DLQ.
+        await handle.signal(SIGNAL_OF[action], *([request] if request else []))
 
 
 async def release_all(

@@ -20,12 +20,11 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
 
 from starter import jobviews
 from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
 from starter.operations.readback import Report, describe
-from starter.operations.rpc import closed_meanwhile, temporal_errors
+from starter.operations.rpc import finished_meanwhile, temporal_errors
 from starter.operations.validation import (
     check_not_reserved,
     check_note,
@@ -47,15 +46,8 @@ async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -
     """Run an update on a job just described as open; a rejected or unprocessable one becomes
     a clear InvalidTransition."""
     try:
-        async with temporal_errors(job_id):
-            try:
-                return await asyncio.wait_for(call(), CONTROL_TIMEOUT)
-            except RPCError as err:
-                if closed_meanwhile(err):
-                    raise InvalidTransition(
-                        f"cannot {action}: job {job_id!r} has finished"
-                    ) from err
-                raise
+        async with temporal_errors(job_id), finished_meanwhile(job_id, action):
+            return await asyncio.wait_for(call(), CONTROL_TIMEOUT)
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.errors import JobNotFound, SpecError, TemporalUnavailable
+from starter.errors import InvalidTransition, JobNotFound, SpecError, TemporalUnavailable
 
 QUERY_TIMEOUT = timedelta(seconds=10)
 
@@ -39,3 +39,15 @@ def closed_meanwhile(err: RPCError) -> bool:
     (seen in CI: "update <id> not found", the run completed with the update in flight). The
     job was there a moment ago, so it has finished; it is not a job that never existed."""
     return err.status == RPCStatusCode.NOT_FOUND or "completed" in err.message.lower()
+
+
+@asynccontextmanager
+async def finished_meanwhile(job_id: str, action: str) -> AsyncIterator[None]:
+    """Around an update or signal to a job just described as open: a refusal that means it
+    closed meanwhile (:func:`closed_meanwhile`) becomes InvalidTransition "has finished"."""
+    try:
+        yield
+    except RPCError as err:
+        if closed_meanwhile(err):
+            raise InvalidTransition(f"cannot {action}: job {job_id!r} has finished") from err
+        raise
