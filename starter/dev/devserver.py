@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,10 @@ from starter.dev.binaries import temporal_cli
 from workflows.models import SEARCH_ATTRIBUTES
 
 PR_SET_PDEATHSIG = 1
+START_TRIES = 3
+RESTART_PAUSE = 0.5  # seconds between a start that failed and the next
+OUTPUT_TAIL = 2000  # bytes of a failed server's output quoted in the error
+READY_PROBE_TIMEOUT = 2.0  # seconds one "are you up?" probe may take (then another)
 _TYPE_NAMES = {"KEYWORD": "Keyword", "DATETIME": "Datetime", "TEXT": "Text", "INT": "Int"}
 # Task-queue priority and fairness (a job's ``priority``, ``fairness_key``/``fairness_weight``,
 # carried on its workflow and ``run_job`` activity) need the server's priority-enabled
@@ -40,6 +45,10 @@ PRIORITY_DYNAMIC_CONFIG: dict[str, object] = {
     "matching.useNewMatcher": True,
     "matching.enableFairness": True,
 }
+
+
+class ServerExited(RuntimeError):
+    """The server process ended before it was ready."""
 
 
 def free_port() -> int:
@@ -71,7 +80,7 @@ class DevServer:
     """One ``temporal server start-dev`` process; restartable on the same database file."""
 
     db_file: Path | None
-    port: int = field(default_factory=free_port)
+    port: int = 0  # 0: a free port, picked now (and again if the first start fails)
     ui_port: int | None = None  # None: headless
     wal: bool = True
     log_path: Path | None = None
@@ -79,6 +88,13 @@ class DevServer:
     dynamic_config: dict[str, object] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
+    _output: IO[bytes] | None = None  # the server's output when log_path is None
+    _picked_port: bool = False
+    _started: bool = False
+
+    def __post_init__(self) -> None:
+        if self.port == 0:
+            self.port, self._picked_port = free_port(), True
 
     @property
     def address(self) -> str:
@@ -97,12 +113,38 @@ class DevServer:
         return cmd + search_attribute_flags()
 
     async def start(self, timeout: float = 90.0) -> Client:
-        """Start the server and return a client once the search attributes are visible."""
+        """Start the server and return a client once the search attributes are visible.
+
+        A server that exits before it is ready is started again, up to START_TRIES times:
+        start-dev binds ports of its own choosing beside ``port``, and servers starting
+        together on one machine (the test workers') can choose the same one. A first start
+        on a port this object picked also picks a new port; a restart keeps its port (its
+        clients know it). The last exit's output is in the error."""
+        tries = 1
+        while True:
+            self._spawn()
+            try:
+                client = await self.wait_ready(timeout)
+            except ServerExited:
+                if tries == START_TRIES:
+                    raise
+                tries += 1
+                await asyncio.sleep(RESTART_PAUSE)
+                if self._picked_port and not self._started:
+                    self.port = free_port()
+                continue
+            self._started = True
+            return client
+
+    def _spawn(self) -> None:
         if self.db_file is not None:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
-        out: IO[bytes] | int = subprocess.DEVNULL
+        self._close_output()
         if self.log_path is not None:
-            self._log = out = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+            self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        else:
+            self._output = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        out = self._log or self._output
         self.process = subprocess.Popen(
             self.command(),
             stdout=out,
@@ -110,30 +152,43 @@ class DevServer:
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
-        return await self.wait_ready(timeout)
+
+    def _output_tail(self) -> str:
+        """The end of what the server wrote (when it writes to our temporary file)."""
+        if self._output is None:
+            return f"see {self.log_path}" if self.log_path is not None else ""
+        self._output.seek(0)
+        return self._output.read()[-OUTPUT_TAIL:].decode(errors="replace").strip()
 
     async def wait_ready(self, timeout: float) -> Client:
         deadline = time.monotonic() + timeout
-        wanted = {key.name for key in SEARCH_ATTRIBUTES}
         last_error: Exception | None = None
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(
+                raise ServerExited(
                     f"temporal dev server exited with {self.process.returncode}; "
-                    f"command: {' '.join(self.command())}"
+                    f"command: {' '.join(self.command())}; output: {self._output_tail()}"
                 )
             try:
-                client = await connect(self.address, "default")
-                listed = await client.operator_service.list_search_attributes(
-                    ListSearchAttributesRequest(namespace="default")
-                )
-                if wanted <= set(listed.custom_attributes):
+                # Bounded: whatever holds the port may accept and never answer, and a server
+                # that exits meanwhile must be seen.
+                client = await asyncio.wait_for(self._ready_client(), READY_PROBE_TIMEOUT)
+                if client is not None:
                     return client
             except Exception as err:  # not up yet: any connection error means "try again"
                 last_error = err
             await asyncio.sleep(0.25)
         self.stop()
         raise TimeoutError(f"dev server on {self.address} not ready in {timeout}s: {last_error}")
+
+    async def _ready_client(self) -> Client | None:
+        """A client, once the server answers and lists our search attributes."""
+        client = await connect(self.address, "default")
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace="default")
+        )
+        wanted = {key.name for key in SEARCH_ATTRIBUTES}
+        return client if wanted <= set(listed.custom_attributes) else None
 
     def kill(self) -> None:
         """SIGKILL, as a crashed machine would: nothing is flushed."""
@@ -149,6 +204,10 @@ class DevServer:
                 self.process.wait(grace)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._close_output()
+
+    def _close_output(self) -> None:
+        for stream in (self._log, self._output):
+            if stream is not None:
+                stream.close()
+        self._log = self._output = None
