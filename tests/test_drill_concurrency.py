@@ -70,7 +70,7 @@ async def test_drill_concurrency_limit_holds_through_a_worker_sigkill(
             "id": job_id,
             "name": "drill",
             "handler": "test.record",
-            "payload": {"path": str(records), "seconds": 1.5},
+            "payload": {"path": str(records), "seconds": 1.0},
             "delay": 0,
             "lease": 3,
             "backoff_base": 1,
