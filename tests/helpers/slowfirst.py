@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 SECONDS: dict[str, float] = {
-    "tests/test_drills_load.py": 125,
+    "tests/test_drills_load.py": 110,
     "tests/test_dlq_devserver.py": 95,
     "tests/test_priority.py": 85,
     "tests/test_dispatch.py": 80,
@@ -28,7 +28,7 @@ SECONDS: dict[str, float] = {
     "tests/test_cli.py": 65,
     "tests/test_cancel.py": 50,
     "tests/test_cron_workflow.py": 50,
-    "tests/test_drill_concurrency.py": 45,
+    "tests/test_drill_concurrency.py": 35,
     "tests/test_poison_drill.py": 45,
     "tests/hostile/test_signals.py": 40,
     "tests/test_dispatch_lead.py": 40,
@@ -58,6 +58,7 @@ SECONDS: dict[str, float] = {
     "tests/hostile/test_http_post.py": 10,
     "tests/test_audit.py": 10,
     "tests/test_cronwalk.py": 10,
+    "tests/test_devserver.py": 10,
 }
 
 
