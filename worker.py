@@ -22,6 +22,12 @@ the environment:
   holds at once on this worker. Below ``JOBS_MAX_CONCURRENT_JOBS`` it keeps slots free for
   other keys, so a small tenant's job starts at once beside a big tenant's flood; those slots
   stay idle while no other key has work. Jobs without a fairness key are not limited.
+* ``JOBS_WORKER_ROLE`` (default ``all``): ``workflows`` polls only for workflow tasks (the
+  job, cron, DLQ, registry and limit workflows), ``activities`` only for activity tasks (the
+  handlers' attempts and the DLQ's bookkeeping). A Python worker is one event loop under one
+  GIL, so one process running both makes a handler's start wait behind the workflow tasks of
+  a flood; a ``workflows`` and an ``activities`` process on one task queue use two cores.
+  A task queue needs at least one worker of each kind (``all`` counts as both).
 * ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers (besides
   those installed packages declare under the ``jobs.handlers`` entry-point group).
 * ``JOBS_METRICS_PORT`` (default unset: no metrics endpoint): serve Prometheus metrics at
@@ -41,10 +47,12 @@ import os
 import pkgutil
 import signal
 import socket
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, Literal
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
@@ -127,6 +135,21 @@ def _slots_per_key() -> int | None:
     return _env_whole(SLOTS_PER_KEY_ENV, 1, None, "a whole number of slots (1 or more)")
 
 
+ROLE_ENV = "JOBS_WORKER_ROLE"
+Role = Literal["all", "workflows", "activities"]
+ROLES: tuple[Role, ...] = ("all", "workflows", "activities")
+
+
+def worker_role(value: str | None = None, given_as: str = ROLE_ENV) -> Role:
+    """``value`` (default: JOBS_WORKER_ROLE; unset or blank: ``all``) as a role; a bad one
+    is a SpecError naming ``given_as``."""
+    raw = (os.environ.get(ROLE_ENV, "") if value is None else value).strip() or "all"
+    for role in ROLES:
+        if raw == role:
+            return role
+    raise SpecError([(given_as, f"must be one of {', '.join(ROLES)}, not {raw!r}")])
+
+
 METRICS_PORT_ENV = "JOBS_METRICS_PORT"
 METRICS_HOST_ENV = "JOBS_METRICS_HOST"
 
@@ -151,6 +174,7 @@ class WorkerSettings:
     slots_per_key: int | None = field(default_factory=_slots_per_key)  # None: no limit
     identity: str = field(default_factory=lambda: f"{os.getpid()}@{socket.gethostname()}")
     handler_modules: str | None = None  # None: JOBS_HANDLER_MODULES
+    role: Role = field(default_factory=worker_role)  # which tasks it polls for
     metrics_port: int | None = field(default_factory=_metrics_port)  # None: no endpoint
     metrics_host: str = field(
         default_factory=lambda: os.environ.get(METRICS_HOST_ENV, "").strip() or DEFAULT_HOST
@@ -218,17 +242,20 @@ def build_worker(
         slots_per_key=settings.slots_per_key,
     )
     alerts = AlertActivities(notifier_from_env())
+    runs_workflows = settings.role != "activities"
+    # A local activity runs in the workflow's own worker: read_attempt_log (a job's cancel
+    # path) goes with the workflows.
+    activities: list[Callable[..., Any]] = [read_attempt_log] if runs_workflows else []
+    if settings.role != "workflows":
+        activities += [jobs.run_job, park_in_dlq, report_to_dlq, alerts.notify_dead_jobs]
     worker = Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=WORKFLOWS,
-        activities=[
-            jobs.run_job,
-            park_in_dlq,
-            report_to_dlq,
-            alerts.notify_dead_jobs,
-            read_attempt_log,  # local, on a job's cancel path
-        ],
+        workflows=WORKFLOWS if runs_workflows else [],
+        activities=activities,
+        # Without this a workflows worker would poll activity tasks for its local activity
+        # and fail every run_job it took as "not registered".
+        no_remote_activities=settings.role == "workflows",
         # Attempts waiting for their run_at hold no handler slot (see JobActivities).
         max_concurrent_activities=settings.max_concurrent_jobs + settings.prefetch,
         max_task_queue_activities_per_second=settings.rate_limit,
@@ -296,7 +323,8 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
     elif settings.metrics_port is not None:
         log.warning("%s ignored: the worker was handed a client", METRICS_PORT_ENV)
     job_worker = build_worker(client, settings, registry)
-    await publish_handlers(client, settings, registry)
+    if settings.role != "workflows":  # a worker that runs no attempt serves no handler
+        await publish_handlers(client, settings, registry)
     stopping: list[asyncio.Future[None]] = []  # the shutdowns SIGTERM/SIGINT started
 
     def stop() -> None:
@@ -311,9 +339,10 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
     if settings.loop_stall_limit > 0:
         watchdog.start()
     log.info(
-        "worker %s polling task queue %r (max %d concurrent jobs)",
+        "worker %s polling task queue %r for %s (max %d concurrent jobs)",
         settings.identity,
         settings.task_queue,
+        "workflow and activity tasks" if settings.role == "all" else f"{settings.role} only",
         settings.max_concurrent_jobs,
     )
     try:

@@ -13,10 +13,11 @@ order, and the same jobs without priority or fairness keys, so every gate is FIF
   same window (the issue asks for <= 2x). ``--cap-a N`` also puts tenant A's jobs under a
   concurrency limit of N on our side (below ``--slots``, it keeps slots free for B);
   ``--slots-per-key N`` instead limits every fairness key to N of the worker's slots
-  (``JOBS_SLOTS_PER_KEY``, no Temporal work).
+  (``JOBS_SLOTS_PER_KEY``, no Temporal work). ``--split`` runs each side's workflows and
+  activities in two worker processes (``JOBS_WORKER_ROLE``) instead of one.
 
     python -m bench.priority [--low 2000] [--tenant-b 50] [--ratio 20] [--prefetch N]
-                             [--cap-a N] [--slots-per-key N]
+                             [--cap-a N] [--slots-per-key N] [--split]
 
 Handlers are ``test.record`` (tests/handlers.py): one start line per attempt, with its run_at.
 """
@@ -82,13 +83,17 @@ def start_worker(
     extra = {} if args.prefetch is None else {"JOBS_PREFETCH": str(args.prefetch)}
     if enabled and args.slots_per_key is not None:
         extra["JOBS_SLOTS_PER_KEY"] = str(args.slots_per_key)
-    workers.ours(
-        server,
-        records,
-        JOBS_HANDLER_MODULES="tests.handlers",
-        JOBS_MAX_CONCURRENT_JOBS=str(args.slots),
-        **extra,
-    )
+    # --split: a workflows worker and an activities worker (JOBS_WORKER_ROLE) instead of one
+    # worker for both, on both sides (a deployment shape, not a feature being compared).
+    for role in ("workflows", "activities") if args.split else ("all",):
+        workers.ours(
+            server,
+            records,
+            JOBS_HANDLER_MODULES="tests.handlers",
+            JOBS_MAX_CONCURRENT_JOBS=str(args.slots),
+            JOBS_WORKER_ROLE=role,
+            **extra,
+        )
 
 
 def fields(enabled: bool, **values: Any) -> dict[str, Any]:
@@ -219,5 +224,10 @@ if __name__ == "__main__":
         type=int,
         default=None,
         help="the worker's JOBS_SLOTS_PER_KEY (ours only; default: no limit)",
+    )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="run workflows and activities in two worker processes (JOBS_WORKER_ROLE)",
     )
     asyncio.run(main(parser.parse_args()))

@@ -24,13 +24,20 @@ import click
     type=float,
     help="Seconds running attempts get on SIGTERM (JOBS_SHUTDOWN_GRACE, default 30).",
 )
+@click.option(
+    "--role",
+    help="all, workflows or activities: which tasks it polls for (JOBS_WORKER_ROLE, default all).",
+)
 def worker(
-    max_concurrent_jobs: int | None, rate_limit: float | None, shutdown_grace: float | None
+    max_concurrent_jobs: int | None,
+    rate_limit: float | None,
+    shutdown_grace: float | None,
+    role: str | None,
 ) -> None:
     """Run a worker (same as python worker.py)."""
     from starter.dev.launch import run_worker  # the worker side: imported only to launch it
 
-    run_worker(max_concurrent_jobs, rate_limit, shutdown_grace)
+    run_worker(max_concurrent_jobs, rate_limit, shutdown_grace, role)
 
 
 @click.command()

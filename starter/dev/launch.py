@@ -7,16 +7,21 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from worker import WorkerSettings
+from worker import WorkerSettings, worker_role
 from worker import run_worker as run_worker_async
 
 
 def run_worker(
-    max_concurrent_jobs: int | None, rate_limit: float | None, shutdown_grace: float | None
+    max_concurrent_jobs: int | None,
+    rate_limit: float | None,
+    shutdown_grace: float | None,
+    role: str | None = None,
 ) -> None:
     """Run a worker until SIGTERM/SIGINT; a flag given overrides its environment variable."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = WorkerSettings()
+    if role is not None:
+        settings.role = worker_role(role, given_as="--role")
     if max_concurrent_jobs is not None:
         settings.max_concurrent_jobs = max_concurrent_jobs
     if rate_limit is not None:
