@@ -3,7 +3,7 @@
 A job reaches a worker up to its ``dispatch_lead`` (30 s) before run_at (each job at its own
 moment, so a herd due in one second costs the server its work spread over half a minute). The
 attempt then waits in the worker, heartbeating, until run_at by the server's clock
-(:class:`ServerClock`: its start time as the server stamped it, plus local monotonic time),
+(:class:`activities.server_clock.ServerClock`: the start the server stamped, plus local time),
 checks once that the job was not paused or cancelled meanwhile (:func:`still_wanted`), and
 starts the handler on time. An attempt lost while it was only waiting costs no attempt.
 
@@ -21,13 +21,14 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal
 
 from temporalio import activity
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
+from activities.server_clock import ServerClock
 from workflows.models import JOB_STATUS, HeartbeatState, JobStatus, RunJobResult
 
 log = logging.getLogger("jobs.run_job")
@@ -47,18 +48,6 @@ LIVENESS_WINDOW = 1.0
 FRESH_ANSWER = 0.1
 
 Verdict = Literal["withdrawn", "cancelled", "handed_over"]
-
-
-class ServerClock:
-    """The server's time as this attempt knows it: the start the server stamped on the attempt,
-    advanced by local monotonic time (immune to the worker's wall clock)."""
-
-    def __init__(self, started: datetime):
-        self.started = started
-        self.origin = time.monotonic()
-
-    def now(self) -> datetime:
-        return self.started + timedelta(seconds=time.monotonic() - self.origin)
 
 
 def lease_covers(wait: float, lease: float) -> bool:

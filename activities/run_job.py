@@ -64,10 +64,10 @@ from activities.context import HandlerRegistry, JobContext, PermanentError
 from activities.predispatch import (
     GO_CHECK_TIMEOUT,
     SDK_THROTTLE,
-    ServerClock,
     ServerLiveness,
     wait_for_run_at,
 )
+from activities.server_clock import ServerClock, ServerTimeline
 from activities.slot_gate import SlotGate
 from activities.start_record import StartNotRecorded, record_start
 from workflows import names
@@ -136,6 +136,7 @@ class JobActivities:
         # By priority, fair share, arrival; at most slots_per_key to one fairness key.
         self.slots = SlotGate(max_concurrent_jobs, slots_per_key)
         self.liveness = ServerLiveness()
+        self.timeline = ServerTimeline()  # the server's time, by every attempt's start stamp
         self.running: set[str] = set()  # attempts in their handler, for the loop watchdog
 
     def cancel_within(self, lease: float) -> float:
@@ -155,7 +156,7 @@ class JobActivities:
         spent = job.spent + sum(a.spent for a in state.attempts)
         if spent >= job.spec.max_attempts:  # the last attempt was lost mid-handler
             raise attempts_exhausted(state, job.spec.max_attempts)
-        clock = ServerClock(info.started_time)
+        clock = ServerClock(info.started_time, self.timeline)
         if job.not_before is None:
             return await self._attempt(job, state, None, spent + 1, clock, due_at(info, job))
         # Pre-dispatched: the start is recorded at the check before run_at (predispatch).
