@@ -22,6 +22,7 @@ from starter import operations
 from starter.board import Snapshot
 from starter.errors import SpecError
 from tests.helpers.drills import read_records
+from tests.helpers.jobs import job_report
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers, jobs
 from worker import WorkerSettings
@@ -51,15 +52,9 @@ async def record(path: Path, event: str, timeout: float) -> dict[str, Any]:
     return (await eventually(found, timeout=timeout, interval=0.1, what=f"{event} record"))[0]
 
 
-async def job_status(client: Client, job_id: str) -> JobReport:
-    report = await operations.status(client, job_id)
-    assert isinstance(report, JobReport)
-    return report
-
-
 async def settled(client: Client, job_id: str, timeout: float = 60) -> JobReport:
     async def look() -> tuple[JobReport, bool]:
-        report = await job_status(client, job_id)
+        report = await job_report(client, job_id)
         desc = await client.get_workflow_handle(job_id).describe()
         return report, desc.close_time is not None
 
@@ -88,7 +83,7 @@ async def test_cancel_reaches_a_running_handler_within_the_promise_on_the_defaul
     job_id = await run_now(dev_client, task_queue, handler, {"path": str(records), "seconds": 40})
     start = await record(records, "start", timeout=30)
     sent = await cancel_at(dev_client, job_id, start["at"] + 3)
-    on_its_way = await job_status(dev_client, job_id)  # the next heartbeat is ~7 s away
+    on_its_way = await job_report(dev_client, job_id)  # the next heartbeat is ~7 s away
     assert on_its_way.status == JobStatus.CANCELLING
     assert on_its_way.cancel_within == DEFAULT_CANCEL_WITHIN
     seen = await record(records, "cancel_seen", timeout=40)  # longer than the promise: a figure
@@ -118,7 +113,7 @@ async def test_status_says_cancelling_until_the_job_settles(
     assert cancelled.returncode == 0, cancelled.stderr
     # The handler ignores the cancel: the job settles only once the cancel reached it (the
     # next heartbeat, ~30 s after the handler started) and its grace ran out (5 s).
-    report = await job_status(dev_client, job_id)
+    report = await job_report(dev_client, job_id)
     assert report.status == JobStatus.CANCELLING
     assert report.cancel_within == 30
     assert report.attempts and report.attempts[-1].outcome == "running"
@@ -132,7 +127,7 @@ async def test_status_says_cancelling_until_the_job_settles(
     [card] = [c for c in board.columns["running"].cards if c.job_id == job_id]
     assert card.cancelling and card.cancel_within == 30
     await operations.cancel(dev_client, job_id, note="again", actor="test")
-    assert (await job_status(dev_client, job_id)).status == JobStatus.CANCELLING
+    assert (await job_report(dev_client, job_id)).status == JobStatus.CANCELLING
     final = await settled(dev_client, job_id)
     assert final.status == JobStatus.CANCELLED
     assert [a.outcome for a in final.attempts] == ["cancelled"]
@@ -165,7 +160,7 @@ async def test_a_handler_finishing_as_the_cancel_arrives_ends_cancelled_with_its
         interval=0.1,
         what="cancel requested of the activity",
     )
-    midway = await job_status(dev_client, job_id)
+    midway = await job_report(dev_client, job_id)
     assert midway.status == JobStatus.CANCELLING and midway.cancel_within == 30
     release.touch()
     done = await record(records, "done", timeout=20)

@@ -20,9 +20,10 @@ from activities.registry import load_handlers
 from starter import jobviews, operations
 from starter.errors import InvalidTransition
 from tests.helpers.drills import Tally, read_records, wait_for_records
+from tests.helpers.jobs import job_report
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers
-from workflows.models import JobReport, JobStatus
+from workflows.models import JobStatus
 
 pytestmark = pytest.mark.devserver
 HANDLERS = load_handlers("tests.handlers").names()
@@ -60,12 +61,6 @@ async def wait_dispatched(client: Client, job_id: str, timeout: float = 30) -> N
     )
 
 
-async def job_status(client: Client, job_id: str) -> JobReport:
-    report = await operations.status(client, job_id)
-    assert isinstance(report, JobReport)
-    return report
-
-
 async def test_dispatched_jobs_start_on_time_and_still_obey_pause_and_cancel(
     dev_client: Client, task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
@@ -79,7 +74,7 @@ async def test_dispatched_jobs_start_on_time_and_still_obey_pause_and_cancel(
     ]
     for job_id in (run_id, held_id, cancel_id):
         await wait_dispatched(dev_client, job_id)
-    early = await job_status(dev_client, run_id)
+    early = await job_report(dev_client, run_id)
     assert datetime.now(UTC) < run_at and early.status == JobStatus.SCHEDULED
     with pytest.raises(InvalidTransition, match="already with a worker"):
         await operations.trigger(dev_client, held_id)
@@ -89,20 +84,20 @@ async def test_dispatched_jobs_start_on_time_and_still_obey_pause_and_cancel(
     [start] = wait_for_records(runs, 1, "start")
     lag = start["at"] - run_at.timestamp()
     assert 0 <= lag < 0.5, lag  # not early, and not late
-    assert (await job_status(dev_client, run_id)).attempts[0].started_at >= run_at
+    assert (await job_report(dev_client, run_id)).attempts[0].started_at >= run_at
     async with asyncio.timeout(30):
-        while (gone := await job_status(dev_client, cancel_id)).status != JobStatus.CANCELLED:
+        while (gone := await job_report(dev_client, cancel_id)).status != JobStatus.CANCELLED:
             await asyncio.sleep(0.3)
     assert gone.attempts == [] and read_records(cancelled) == []
 
     await asyncio.sleep(max(0.0, (run_at - datetime.now(UTC)).total_seconds()) + 3)
-    waiting = await job_status(dev_client, held_id)
+    waiting = await job_report(dev_client, held_id)
     assert waiting.status == JobStatus.PAUSED and waiting.attempts == []
     assert read_records(held) == []  # the handler never ran
     await operations.resume(dev_client, held_id)
     wait_for_records(held, 1, "done")
     async with asyncio.timeout(20):
-        while (done := await job_status(dev_client, held_id)).status != JobStatus.DONE:
+        while (done := await job_report(dev_client, held_id)).status != JobStatus.DONE:
             await asyncio.sleep(0.2)
     assert [a.outcome for a in done.attempts] == ["succeeded"]
 
@@ -134,7 +129,7 @@ async def test_losing_the_worker_while_the_job_waits_costs_no_attempt(
     survivor = workers.start()
     wait_for_records(records, 1, "done", timeout=60)
     async with asyncio.timeout(20):
-        while (report := await job_status(dev_client, job_id)).status != JobStatus.DONE:
+        while (report := await job_report(dev_client, job_id)).status != JobStatus.DONE:
             await asyncio.sleep(0.2)
     assert [a.outcome for a in report.attempts] == ["succeeded"]  # max_attempts=1 still ran
     assert report.attempts[0].worker == workers.identity(survivor)
@@ -175,7 +170,7 @@ async def test_the_start_is_recorded_before_run_at_and_a_loss_after_it_costs_the
     seen = datetime.now(UTC)
     assert named == run_at and seen < run_at, (named, run_at, seen)
     assert (run_at - seen).total_seconds() <= 9.5  # recorded at the check, not on arrival
-    report = await job_status(dev_client, job_id)
+    report = await job_report(dev_client, job_id)
     assert report.status == JobStatus.SCHEDULED, report.status
     os.killpg(doomed.pid, signal.SIGKILL)
     doomed.wait()
@@ -183,7 +178,7 @@ async def test_the_start_is_recorded_before_run_at_and_a_loss_after_it_costs_the
     workers.start()
     wait_for_records(records, 1, "done", timeout=60)
     async with asyncio.timeout(20):
-        while (report := await job_status(dev_client, job_id)).status != JobStatus.DONE:
+        while (report := await job_report(dev_client, job_id)).status != JobStatus.DONE:
             await asyncio.sleep(0.2)
     assert [a.outcome for a in report.attempts] == ["lost", "succeeded"], report.attempts
     assert Tally.of(read_records(records)).starts[job_id] == 1  # the handler ran once

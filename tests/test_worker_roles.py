@@ -16,10 +16,10 @@ from temporalio.client import Client
 from starter import operations
 from starter.operations.handlers import published_catalog
 from tests.helpers.drills import read_records, wait_for_records
-from tests.helpers.jobs import HANDLERS
+from tests.helpers.jobs import HANDLERS, job_report
 from tests.helpers.poll import eventually
 from tests.helpers.processes import JOBS, Workers
-from workflows.models import JobReport, JobStatus
+from workflows.models import JobStatus
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(120)]
 
@@ -27,12 +27,6 @@ pytestmark = [pytest.mark.devserver, pytest.mark.timeout(120)]
 def spec(job_id: str, handler: str, records: Path, **payload: Any) -> dict[str, Any]:
     payload = {"path": str(records), **payload}
     return {"id": job_id, "name": "split", "handler": handler, "payload": payload, "delay": 0}
-
-
-async def status_of(client: Client, job_id: str) -> JobReport:
-    report = await operations.status(client, job_id)
-    assert isinstance(report, JobReport)
-    return report
 
 
 async def test_a_workflows_and_an_activities_worker_run_a_job_between_them(
@@ -47,12 +41,12 @@ async def test_a_workflows_and_an_activities_worker_run_a_job_between_them(
     )
     # The workflow runs (its attempt is scheduled) but nothing takes the attempt.
     pending = await eventually(
-        lambda: status_of(dev_client, job_id),
+        lambda: job_report(dev_client, job_id),
         lambda report: report.status == JobStatus.PENDING,
         what=f"{job_id} pending",
     )
     await asyncio.sleep(2)
-    assert (await status_of(dev_client, job_id)).status == JobStatus.PENDING, pending
+    assert (await job_report(dev_client, job_id)).status == JobStatus.PENDING, pending
     assert read_records(records) == []
 
     runs_attempts = workers.start(JOBS_WORKER_ROLE="activities")
@@ -60,7 +54,7 @@ async def test_a_workflows_and_an_activities_worker_run_a_job_between_them(
     [ran] = wait_for_records(records, 1, "done")
     assert ran["pid"] == runs_attempts.pid
     done = await eventually(
-        lambda: status_of(dev_client, job_id),
+        lambda: job_report(dev_client, job_id),
         lambda report: report.status == JobStatus.DONE,
         what=f"{job_id} done",
     )
@@ -92,7 +86,7 @@ async def test_a_workflows_and_an_activities_worker_run_a_job_between_them(
     )
     await operations.cancel(dev_client, long_id)
     cancelled = await eventually(
-        lambda: status_of(dev_client, long_id),
+        lambda: job_report(dev_client, long_id),
         lambda report: report.status == JobStatus.CANCELLED,
         timeout=30,
         what=f"{long_id} cancelled",

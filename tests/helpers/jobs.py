@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.registry import load_handlers
@@ -35,8 +35,9 @@ async def finished(env: WorkflowEnvironment, handle: WorkflowHandle[Any, JobRepo
         return await handle.result()
 
 
-async def _job_report(env: WorkflowEnvironment, job_id: str) -> JobReport:
-    report = await operations.status(env.client, job_id)
+async def job_report(client: Client, job_id: str) -> JobReport:
+    """The job's status report (a job, not a cron: the assertion says so)."""
+    report = await operations.status(client, job_id)
     assert isinstance(report, JobReport)
     return report
 
@@ -48,7 +49,7 @@ async def wait_for_status(
     # Real time: unlocking time skipping with nothing scheduled would jump to the workflow's
     # 10-year default timeout on the test server.
     return await eventually(
-        lambda: _job_report(env, job_id),
+        lambda: job_report(env.client, job_id),
         lambda report: report.status == wanted,
         timeout=timeout,
         what=f"{job_id} {wanted}",
