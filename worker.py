@@ -25,8 +25,8 @@ the environment:
 * ``JOBS_WORKER_ROLE`` (default ``all``): ``workflows`` polls only for workflow tasks (the
   job, cron, DLQ, registry and limit workflows), ``activities`` only for activity tasks (the
   handlers' attempts and the DLQ's bookkeeping). A Python worker is one event loop under one
-  GIL, so one process running both makes a handler's start wait behind the workflow tasks of
-  a flood; a ``workflows`` and an ``activities`` process on one task queue use two cores.
+  GIL: one process running both shares one core between them, a ``workflows`` and an
+  ``activities`` process on one task queue can use two, and each kind scales on its own.
   A task queue needs at least one worker of each kind (``all`` counts as both).
 * ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers (besides
   those installed packages declare under the ``jobs.handlers`` entry-point group).

@@ -39,7 +39,7 @@ class ServerTimeline:
             self.offset, self.seen_at = offset, at
 
     def now(self, at: float | None = None) -> datetime:
-        """The server's time, at the latest (monotonic ``at``, default now)."""
+        """A reading of the server's time, never ahead of it (at monotonic ``at``, default now)."""
         assert self.offset is not None, "no stamp observed yet"
         at = time.monotonic() if at is None else at
         return datetime.fromtimestamp(at + self.offset, UTC)
@@ -59,6 +59,5 @@ class ServerClock:
 
     def now(self) -> datetime:
         at = time.monotonic()
-        shared = self.timeline.offset
-        offset = self.own_offset if shared is None else max(self.own_offset, shared)
-        return datetime.fromtimestamp(at + offset, UTC)
+        own = datetime.fromtimestamp(at + self.own_offset, UTC)
+        return max(own, self.timeline.now(at))  # a stale bound's successor may be looser
