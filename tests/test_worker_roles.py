@@ -101,11 +101,18 @@ async def test_a_workflows_and_an_activities_worker_run_a_job_between_them(
         ([], {"JOBS_WORKER_ROLE": "activity"}, "JOBS_WORKER_ROLE"),
     ],
 )
-def test_a_bad_role_stops_the_worker_with_one_line_before_it_connects(
-    args: list[str], env: dict[str, str], named: str, workers: Workers
+async def test_a_bad_role_stops_the_worker_with_one_line_before_it_connects(
+    args: list[str],
+    env: dict[str, str],
+    named: str,
+    dev_client: Client,
+    task_queue: str,
+    workers: Workers,
+    tmp_path: Path,
 ) -> None:
     # An address nothing listens on: a worker that got as far as connecting would hang there.
-    run = subprocess.run(
+    run = await asyncio.to_thread(
+        subprocess.run,
         [JOBS, "worker", *args],
         env={**workers.env, "TEMPORAL_ADDRESS": "127.0.0.1:9", **env},
         capture_output=True,
@@ -117,3 +124,13 @@ def test_a_bad_role_stops_the_worker_with_one_line_before_it_connects(
         f"error: {named}: must be one of all, workflows, activities, not "
         f"{(args[1:] or list(env.values()))[0]!r}"
     ]
+    # Nothing was left polling the queue (a job waits), and a good worker then runs it.
+    records = tmp_path / "records.jsonl"
+    job_id = f"after-bad-role-{uuid.uuid4().hex[:8]}"
+    await operations.schedule(
+        dev_client, spec(job_id, "test.record", records), HANDLERS, task_queue=task_queue
+    )
+    await asyncio.sleep(1)
+    assert (await job_report(dev_client, job_id)).status == JobStatus.PENDING
+    workers.start()
+    wait_for_records(records, 1, "done")
