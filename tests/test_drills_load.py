@@ -405,8 +405,8 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
         oks = sum(1 for hit in by_key[job.job_id] if hit.status == 200)
         assert 1 <= oks <= 1 + late, job.attempts
         # When the endpoint saw each attempt (None: it never reached it). An attempt's own
-        # started_at is the server's start stamp plus the worker's time since it began the
-        # attempt, which a loaded worker begins late: the endpoint's clock is the outside truth.
+        # started_at is its worker's reading of the server's clock, never ahead but possibly
+        # behind (activities/server_clock.py): the endpoint's clock is the outside truth.
         seen = iter(sorted(hit.at for hit in by_key[job.job_id]))
         seen_at = [None if a.error_type in UNREACHED else next(seen) for a in job.attempts]
         for n, a in enumerate(job.attempts[:-1], start=1):
