@@ -337,16 +337,15 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
     workers.start("--max-concurrent-jobs", "200")
     tag = uuid.uuid4().hex[:6]
     ids = [f"storm-{tag}-{i}" for i in range(count)]
-    # How long the endpoint answers 503 once the jobs are due: at this backoff 10 s still
-    # fails every job three or four times.
+    # The endpoint answers 503 until every job has met it once, and for this long after: at
+    # this backoff 10 s more fails every job three or four times. Anchored to the herd's
+    # arrival, not to run_at, so a loaded machine that fires the herd late still storms it.
     storm = size(ci=10, full=20)
     with serve() as endpoint:
-        # All due together, lead + 5 s out (their dispatch lead spreads the server's work), and
-        # the endpoint answers 503 for the storm's first seconds after that.
+        endpoint.storm_until_all_seen(set(ids), storm)
+        # All due together, lead + 5 s out (their dispatch lead spreads the server's work).
         lead = size(ci=10, full=30)
         due = time.time() + lead + 5
-        endpoint.recover_at = time.monotonic() + lead + 5 + storm
-        recover_wall = due + storm
         await schedule_all(
             dev_client,
             task_queue,
@@ -373,16 +372,12 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
     by_key: dict[str | None, list[Any]] = defaultdict(list)
     for hit in hits:
         by_key[hit.key].append(hit)
-    for key in ids:  # failed while the endpoint was down, got through once it was back
-        mine = sorted(by_key[key], key=lambda h: h.at)
-        statuses = [h.status for h in mine]
+    for key in ids:  # failed while the endpoint was down, stopped retrying once it was back
+        statuses = [h.status for h in sorted(by_key[key], key=lambda h: h.at)]
         failed = statuses.count(503)
-        assert statuses == [503] * failed + [200] * (len(mine) - failed), key
-        first_ok = mine[failed]
-        assert first_ok.at >= recover_wall - 0.5
-        assert failed == 0 or mine[failed - 1].at < recover_wall + 0.5
-    stormed = sum(1 for key in ids if any(hit.status == 503 for hit in by_key[key]))
-    assert stormed == count  # every job met the storm: their first attempts fired together
+        assert statuses == [503] * failed + [200] * (len(statuses) - failed), key
+    # How late the herd met the endpoint (reported, not asserted: the herd benchmark measures it).
+    arrival = sorted(min(h.at for h in by_key[key]) - due for key in ids)
 
     limit = asyncio.Semaphore(20)
 
@@ -421,7 +416,7 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             delays[n].append(a.retry_delay)
     attempts = [len(job.attempts) for job in reports]
     assert len(delays[1]) == count  # every job met the storm, so every job backed off once
-    # How many failed 3 and 4 times depends on how late a loaded server fired the herd; each
+    # How many failed 3 and 4 times depends on how widely a loaded server spread the herd; each
     # retry level that enough jobs reached must be spread by jitter, not identical.
     levels = [n for n in (1, 2, 3) if len(delays[n]) >= 20]
     deepest = levels[-1]
@@ -430,12 +425,13 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
         assert max(delays[n]) - min(delays[n]) > 0.6 * (high - low), n
     add_row(
         DrillRow(
-            f"retry storm (503 for {storm} s)",
+            f"retry storm (503 until all met it, then {storm} s)",
             count,
             0,
             0,
             None,
-            f"{stormed} hit the 503s; attempts per job {min(attempts)}-{max(attempts)}; "
+            f"first attempts {arrival[0]:+.1f}..{arrival[-1]:+.1f}s of run_at; "
+            f"attempts per job {min(attempts)}-{max(attempts)}; "
             f"every delay inside the jitter bounds; delay {deepest} spread "
             f"{max(delays[deepest]) - min(delays[deepest]):.2f}s "
             f"of {jitter * 2 ** (deepest - 1):.2f}s possible",

@@ -1,8 +1,9 @@
 """A tiny HTTP endpoint on 127.0.0.1 for handler tests and the retry-storm drill.
 
 Routes: ``/status/<code>`` answers that code; ``/flaky`` answers 503 until ``recover_at``
-(monotonic seconds) and 200 after. Every request is recorded with its time, path, body and
-``Idempotency-Key`` header.
+(monotonic seconds) and 200 after, or, after ``storm_until_all_seen``, 503 until every expected
+key has been answered 503 once and a further storm has passed. Every request is recorded with its
+time, path, body and ``Idempotency-Key`` header.
 """
 
 from __future__ import annotations
@@ -36,15 +37,33 @@ class Hit:
 class Endpoint:
     url: str
     recover_at: float = 0.0
+    recovered_wall: float | None = None  # time.time() of the first 200 from /flaky
     hits: list[Hit] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    storm_keys: set[str] = field(default_factory=set)
+    storm_seconds: float = 0.0
 
-    def answer(self, path: str) -> int:
+    def storm_until_all_seen(self, keys: set[str], seconds: float) -> None:
+        """Answer /flaky with 503 until every key in ``keys`` has been answered once, then
+        for ``seconds`` more: every client meets the storm however late it arrives."""
+        self.storm_keys, self.storm_seconds = set(keys), seconds
+        self.recover_at = float("inf")
+
+    def answer(self, path: str, key: str | None) -> int:
         if path.startswith("/status/"):
             return int(path.rsplit("/", 1)[1])
-        if path == "/flaky":
-            return 503 if time.monotonic() < self.recover_at else 200
-        return 404
+        if path != "/flaky":
+            return 404
+        now = time.monotonic()
+        if self.storm_keys:
+            self.storm_keys.discard(key or "")
+            if not self.storm_keys:
+                self.recover_at = now + self.storm_seconds
+        if now < self.recover_at:
+            return 503
+        if self.recovered_wall is None:
+            self.recovered_wall = time.time()
+        return 200
 
 
 @contextmanager
@@ -55,14 +74,15 @@ def serve() -> Iterator[Endpoint]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            status = endpoint.answer(self.path)
+            key = self.headers.get("Idempotency-Key")
             with endpoint.lock:
+                status = endpoint.answer(self.path, key)
                 endpoint.hits.append(
                     Hit(
                         time.time(),
                         self.path,
                         json.loads(raw) if raw else None,
-                        self.headers.get("Idempotency-Key"),
+                        key,
                         status,
                     )
                 )
