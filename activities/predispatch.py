@@ -10,8 +10,9 @@ starts the handler on time. An attempt lost while it was only waiting costs no a
 An attempt that only waits sends no heartbeat when its lease covers the wait
 (:func:`lease_covers`: the default 30 s lead in a 60 s lease), else beats at the SDK's own
 cadence; a cancel then is caught by its check before run_at. No handler starts until the
-server has answered a health check sent at run_at (:meth:`ServerLiveness.heard_since`, one
-probe shared by the attempts due together): its outcome could not be recorded otherwise.
+server has answered a health check sent at most FRESH_ANSWER before run_at (:func:`heard_by`,
+asked a little ahead so the answer is usually in by run_at; one probe shared by the attempts
+due together): its outcome could not be recorded otherwise.
 """
 
 from __future__ import annotations
@@ -155,8 +156,9 @@ async def wait_for_run_at(
                 return early(verdict)
         committed = True  # the record joins the log before its round trip: a cancel during
         await commit()  # it must take it out again
-        await sleep_heartbeating((run_at - clock.now()).total_seconds(), state, beat)
-        waited = await liveness.heard_since(time.monotonic() - FRESH_ANSWER)
+        ask_at = (run_at - clock.now()).total_seconds() - FRESH_ANSWER / 2
+        await sleep_heartbeating(ask_at, state, beat)
+        waited = await heard_by(run_at, clock, liveness)
         if waited > LIVENESS_WINDOW:  # the server was silent: it may have moved on meanwhile
             log.warning(
                 "job %s: server silent at run_at for %.1fs", activity.info().workflow_id, waited
@@ -172,6 +174,23 @@ async def wait_for_run_at(
             return early("handed_over")
         raise
     return None
+
+
+async def heard_by(run_at: datetime, clock: ServerClock, liveness: ServerLiveness) -> float:
+    """Wait until run_at and until the server has answered a health check sent at most
+    FRESH_ANSWER before it (and at most that long ago); the seconds waited for the answer.
+    Called about FRESH_ANSWER / 2 before run_at, so the answer is usually in by run_at, and
+    attempts due within that half share one probe."""
+    now = time.monotonic()
+    until_run_at = (run_at - clock.now()).total_seconds()
+    # The clock is never ahead of the server's: this local moment is at or after run_at -
+    # FRESH_ANSWER on the server.
+    heard = asyncio.create_task(liveness.heard_since(max(now + until_run_at, now) - FRESH_ANSWER))
+    try:
+        await asyncio.sleep(max(until_run_at, 0.0))
+        return await heard
+    finally:
+        heard.cancel()
 
 
 async def still_wanted() -> Verdict | None:
