@@ -1,11 +1,12 @@
 """Herd: N one-shot jobs due in the same second, scheduled ``--ahead`` seconds before.
 
-    python -m bench.herd [--jobs 1000 5000] [--ahead 60] [--peer]
+    python -m bench.herd [--jobs 1000 5000] [--ahead 60] [--peer] [--sides ours ...]
 
 For each size, ours (``jobs worker``, defaults but a prefetch that fits the herd) and the
 baseline (timer + activity, SDK-default worker) each get a fresh dev server (SQLite file, WAL)
 and the same herd. Fire lag is the handler's start minus run_at; drain is when the last handler
-started. ``--peer`` adds procrastinate on a local PostgreSQL (bench/peer.py, 1 s poll).
+started. ``--peer`` adds procrastinate on a local PostgreSQL (bench/peer.py, 1 s poll);
+``--sides`` runs only the sides named (e.g. ``--sides ours`` to compare two checkouts).
 Prints a table and writes JSON under bench/results/.
 """
 
@@ -74,11 +75,14 @@ async def run_side(kind: str, count: int, ahead: float) -> dict[str, Any]:
         }
 
 
-async def main(sizes: list[int], ahead: float, peer: bool) -> None:
+SIDES = ("ours", "baseline", "peer")
+
+
+async def main(sizes: list[int], ahead: float, sides: list[str]) -> None:
     os.environ["JOBS_TASK_QUEUE"] = OURS_QUEUE  # where operations.start puts our jobs
     rows = []
     for count in sizes:
-        for kind in ("ours", "baseline", "peer") if peer else ("ours", "baseline"):
+        for kind in sides:
             if kind == "peer":
                 from bench import peer as procrastinate_peer  # needs the `peer` extra
 
@@ -103,5 +107,7 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--ahead", type=float, default=60)
     parser.add_argument("--peer", action="store_true", help="add procrastinate + PostgreSQL")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, help="only these sides")
     args = parser.parse_args()
-    asyncio.run(main(args.jobs, args.ahead, args.peer))
+    chosen = args.sides or [kind for kind in SIDES if args.peer or kind != "peer"]
+    asyncio.run(main(args.jobs, args.ahead, chosen))
