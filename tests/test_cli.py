@@ -146,12 +146,18 @@ async def test_bad_input_exits_non_zero_with_one_line_and_starts_nothing(
 async def test_read_command_exits_zero_thirty_times_in_a_row(cli: dict[str, str]) -> None:
     job_id = f"reads-{uuid.uuid4().hex[:8]}"
     jobs_json(cli, "schedule", "read me", "--handler", "log", "--in", "1h", "--id", job_id)
-    codes = []
-    for _ in range(30):
-        result = await asyncio.to_thread(jobs, cli, "status", job_id, "--json")
-        codes.append(result.returncode)
-        assert json.loads(result.stdout)["job_id"] == job_id
-    assert codes == [0] * 30
+
+    async def reads(times: int) -> list[int]:
+        codes = []
+        for _ in range(times):
+            result = await asyncio.to_thread(jobs, cli, "status", job_id, "--json")
+            codes.append(result.returncode)
+            assert json.loads(result.stdout)["job_id"] == job_id
+        return codes
+
+    # Three readers of ten in a row each (a process's start-up is most of a read's time).
+    runs = await asyncio.gather(*(reads(10) for _ in range(3)))
+    assert runs == [[0] * 10] * 3
 
 
 def test_unreachable_temporal_is_a_clear_error(cli: dict[str, str]) -> None:
