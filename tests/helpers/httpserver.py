@@ -37,7 +37,6 @@ class Hit:
 class Endpoint:
     url: str
     recover_at: float = 0.0
-    recovered_wall: float | None = None  # time.time() of the first 200 from /flaky
     hits: list[Hit] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     storm_keys: set[str] = field(default_factory=set)
@@ -59,11 +58,7 @@ class Endpoint:
             self.storm_keys.discard(key or "")
             if not self.storm_keys:
                 self.recover_at = now + self.storm_seconds
-        if now < self.recover_at:
-            return 503
-        if self.recovered_wall is None:
-            self.recovered_wall = time.time()
-        return 200
+        return 503 if now < self.recover_at else 200
 
 
 @contextmanager
