@@ -182,12 +182,14 @@ async def heard_by(run_at: datetime, clock: ServerClock, liveness: ServerLivenes
     Called about FRESH_ANSWER / 2 before run_at, so the answer is usually in by run_at, and
     attempts due within that half share one probe."""
     now = time.monotonic()
-    until_run_at = (run_at - clock.now()).total_seconds()
+    run_at_here = now + (run_at - clock.now()).total_seconds()
     # The clock is never ahead of the server's: this local moment is at or after run_at -
     # FRESH_ANSWER on the server.
-    heard = asyncio.create_task(liveness.heard_since(max(now + until_run_at, now) - FRESH_ANSWER))
+    ask = max(run_at_here, now) - FRESH_ANSWER
+    await asyncio.sleep(max(ask - now, 0.0))  # called early: a probe sent now would not count
+    heard = asyncio.create_task(liveness.heard_since(ask))
     try:
-        await asyncio.sleep(max(until_run_at, 0.0))
+        await asyncio.sleep(max(run_at_here - time.monotonic(), 0.0))
         return await heard
     finally:
         heard.cancel()
