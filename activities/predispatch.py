@@ -156,8 +156,8 @@ async def wait_for_run_at(
                 return early(verdict)
         committed = True  # the record joins the log before its round trip: a cancel during
         await commit()  # it must take it out again
-        ask_at = (run_at - clock.now()).total_seconds() - FRESH_ANSWER / 2
-        await sleep_heartbeating(ask_at, state, beat)
+        until_fresh = (run_at - clock.now()).total_seconds() - FRESH_ANSWER
+        await sleep_heartbeating(until_fresh, state, beat)
         waited = await heard_by(run_at, clock, liveness)
         if waited > LIVENESS_WINDOW:  # the server was silent: it may have moved on meanwhile
             log.warning(
@@ -179,15 +179,15 @@ async def wait_for_run_at(
 async def heard_by(run_at: datetime, clock: ServerClock, liveness: ServerLiveness) -> float:
     """Wait until run_at and until the server has answered a health check sent at most
     FRESH_ANSWER before it (and at most that long ago); the seconds waited for the answer.
-    Called about FRESH_ANSWER / 2 before run_at, so the answer is usually in by run_at, and
-    attempts due within that half share one probe."""
+    The check is asked FRESH_ANSWER / 2 before run_at, so the answer is usually in by run_at,
+    and an attempt due within that half of another's shares its probe."""
     now = time.monotonic()
     run_at_here = now + (run_at - clock.now()).total_seconds()
     # The clock is never ahead of the server's: this local moment is at or after run_at -
     # FRESH_ANSWER on the server.
-    ask = max(run_at_here, now) - FRESH_ANSWER
-    await asyncio.sleep(max(ask - now, 0.0))  # called early: a probe sent now would not count
-    heard = asyncio.create_task(liveness.heard_since(ask))
+    fresh_from = max(run_at_here, now) - FRESH_ANSWER
+    await asyncio.sleep(max(fresh_from + FRESH_ANSWER / 2 - now, 0.0))
+    heard = asyncio.create_task(liveness.heard_since(fresh_from))
     try:
         await asyncio.sleep(max(run_at_here - time.monotonic(), 0.0))
         return await heard
