@@ -6,11 +6,8 @@ import asyncio
 import logging
 from typing import Any
 
-import httpx
-
 from activities.address_guard import URL_SHAPE_ERROR
 from activities.context import JobContext, PermanentError, handler
-from activities.http_post import post as guarded_post
 from workflows import names
 
 log = logging.getLogger("jobs.handlers")
@@ -60,6 +57,12 @@ async def http_post(ctx: JobContext) -> dict[str, Any]:
     Only public addresses are reached unless ``JOBS_HTTP_ALLOWED_HOSTS`` permits more; a
     refused destination is permanent (see :mod:`activities.http_post`).
     """
+    # Imported on first use: httpx (with the rich and pygments its own CLI pulls in) is
+    # ~0.2 s of a worker's start-up, and most workers never run http.post.
+    import httpx
+
+    from activities.http_post import post as guarded_post
+
     url = ctx.payload.get("url")
     if not isinstance(url, str):
         raise PermanentError(URL_SHAPE_ERROR)

@@ -14,8 +14,6 @@ import logging
 import os
 from typing import Protocol
 
-import httpx
-
 from workflows.models import DeadEntry
 
 log = logging.getLogger("jobs.alerts")
@@ -51,6 +49,8 @@ class WebhookNotifier:
             "count": len(entries),
             "entries": [entry.model_dump(mode="json") for entry in entries],
         }
+        import httpx  # on first use: ~0.2 s of a worker's start-up (see activities.builtin)
+
         async with httpx.AsyncClient(timeout=self.timeout) as client:
             response = await client.post(self.url, json=body)
         response.raise_for_status()
