@@ -57,8 +57,8 @@ async def http_post(ctx: JobContext) -> dict[str, Any]:
     Only public addresses are reached unless ``JOBS_HTTP_ALLOWED_HOSTS`` permits more; a
     refused destination is permanent (see :mod:`activities.http_post`).
     """
-    # Imported on first use: httpx (with the rich and pygments its own CLI pulls in) is
-    # ~0.2 s of a worker's start-up, and most workers never run http.post.
+    # Imported on first use: httpx (with the rich and pygments its own CLI pulls in) took
+    # ~0.1 s of every worker's start-up, and most workers never run http.post.
     import httpx
 
     from activities.http_post import post as guarded_post

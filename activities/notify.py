@@ -49,7 +49,7 @@ class WebhookNotifier:
             "count": len(entries),
             "entries": [entry.model_dump(mode="json") for entry in entries],
         }
-        import httpx  # on first use: ~0.2 s of a worker's start-up (see activities.builtin)
+        import httpx  # on first use, as in activities.builtin: ~0.1 s of start-up spared
 
         async with httpx.AsyncClient(timeout=self.timeout) as client:
             response = await client.post(self.url, json=body)
