@@ -46,6 +46,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if DEVSERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.devserver)
+        if item.get_closest_marker("alone") is not None:
+            spelled_in_file(item)
+
+
+def spelled_in_file(item: pytest.Item) -> None:
+    """``scripts/test`` runs the ``alone`` pass on the files whose text says
+    ``pytest.mark.alone`` (collecting the whole suite for two tests took ~5 s): a test marked
+    some other way would silently run in neither pass."""
+    if "pytest.mark.alone" not in item.path.read_text():
+        raise pytest.UsageError(f"{item.nodeid}: spell its mark `@pytest.mark.alone` in its file")
 
 
 @pytest.fixture
