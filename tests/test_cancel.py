@@ -54,8 +54,10 @@ async def record(path: Path, event: str, timeout: float) -> dict[str, Any]:
 
 async def settled(client: Client, job_id: str, timeout: float = 60) -> JobReport:
     async def look() -> tuple[JobReport, bool]:
-        report = await job_report(client, job_id)
+        # Closed first, then the report: read the other way round, a job that closed between
+        # the two reads was seen closed with its report from before (one CI run: "cancelling").
         desc = await client.get_workflow_handle(job_id).describe()
+        report = await job_report(client, job_id)
         return report, desc.close_time is not None
 
     report, _ = await eventually(
