@@ -34,7 +34,9 @@ from temporalio.exceptions import ApplicationError
 from activities import metrics
 from activities.context import JobContext, PermanentError
 from activities.failure_size import clip
+from activities.predispatch import starts_at_once
 from workflows.backoff import base_delay
+from workflows.job_rules import attempt_allowance
 from workflows.models import AttemptRecord, HeartbeatState, RunJobInput
 
 Outcome = Literal["succeeded", "failed", "lost", "cancelled", "handed_over"]
@@ -58,6 +60,13 @@ class LeaseExpired(Exception):
 
     def __init__(self, lease: float) -> None:
         super().__init__(f"lease lost: no heartbeat for {lease:g}s (worker died or stalled)")
+
+
+# The error of an attempt lost before any heartbeat of its own reached the server.
+LOST_UNRECORDED = (
+    "lease lost before the attempt's first heartbeat reached the server (worker died or"
+    " stalled); its times are reckoned from the retry that followed it"
+)
 
 
 class WorkerStopped(Exception):
@@ -188,17 +197,28 @@ def server_gives_up(info: activity.Info) -> bool:
 
 
 def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
-    """The round's log from earlier attempts, closing one that died without reporting."""
-    if not info.heartbeat_details:
-        return HeartbeatState()
-    state = HeartbeatState.model_validate(info.heartbeat_details[0])
+    """The round's log from earlier attempts, closing one that died without reporting and,
+    for attempts that start at once, adding those lost before any heartbeat of theirs
+    reached the server (:func:`unrecorded_attempts`)."""
+    if info.heartbeat_details:
+        state = HeartbeatState.model_validate(info.heartbeat_details[0])
+    else:
+        state = HeartbeatState()
     state.progress = None
+    spec = job.spec
+    unrecorded = lost = unrecorded_attempts(info, job, state)
+    if job.not_before is not None:
+        # A pre-dispatched attempt started well before run_at records its start at its check:
+        # one of them without a record was lost while it waited, and costs nothing.
+        spent_by = job.not_before
+        unrecorded = [a for a in unrecorded if starts_at_once(a.started_at, spent_by)]
+        for number, record in enumerate(unrecorded, start=len(state.attempts) + 1):
+            record.attempt = job.attempt_offset + number
     if state.attempts and state.attempts[-1].outcome == "running":
-        spec = job.spec
-        # The server scheduled this attempt one RetryPolicy interval after the loss.
-        lost_at = info.current_attempt_scheduled_time - timedelta(
-            seconds=base_delay(max(info.attempt - 1, 1), spec.backoff_base, spec.backoff_max)
-        )
+        # The server scheduled the attempt after it one RetryPolicy interval after the loss.
+        after = lost[0].started_at if lost else info.current_attempt_scheduled_time
+        number = max(info.attempt - 1 - len(lost), 1)
+        lost_at = after - timedelta(seconds=base_delay(number, spec.backoff_base, spec.backoff_max))
         ran_for = (lost_at - state.attempts[-1].started_at).total_seconds()
         if ran_for >= spec.timeout:
             state.close_dangling(
@@ -206,4 +226,40 @@ def previous_attempts(info: activity.Info, job: RunJobInput) -> HeartbeatState:
             )
         else:
             state.close_dangling(lost_at, str(LeaseExpired(spec.lease)), LeaseExpired.__name__)
+    state.attempts.extend(unrecorded)
     return state
+
+
+def unrecorded_attempts(
+    info: activity.Info, job: RunJobInput, state: HeartbeatState
+) -> list[AttemptRecord]:
+    """The attempts the server made before this one that the log lacks, oldest first: each
+    sent no heartbeat (it started at once and its handler was short, or it ended its worker
+    first; or it was pre-dispatched and lost while it waited) and was lost by its lease.
+    Their times are reckoned back from when this attempt was scheduled: each was timed out
+    one lease (or its allowance, if shorter) after its start and retried one RetryPolicy
+    interval later."""
+    spec = job.spec
+    missing = info.attempt - 1 - len(state.attempts)
+    held = timedelta(seconds=min(spec.lease, attempt_allowance(spec).total_seconds()))
+    # They came after the last recorded attempt (a pre-dispatched round's attempts lost while
+    # waiting leave no record anywhere in the log, so the count alone may reach past it).
+    last = state.attempts[-1] if state.attempts else None
+    since = (last.ended_at or last.started_at) if last is not None else None
+    records: list[AttemptRecord] = []
+    scheduled = info.current_attempt_scheduled_time
+    for number in range(info.attempt - 1, info.attempt - 1 - missing, -1):
+        ended = scheduled - timedelta(
+            seconds=base_delay(number, spec.backoff_base, spec.backoff_max)
+        )
+        scheduled = ended - held
+        if since is not None and scheduled <= since:
+            break
+        record = AttemptRecord(
+            attempt=job.attempt_offset + number,
+            round=job.round,
+            started_at=scheduled,
+            worker="unknown",
+        )
+        records.append(record.close("lost", ended, LOST_UNRECORDED, LeaseExpired.__name__))
+    return records[::-1]

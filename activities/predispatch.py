@@ -5,7 +5,9 @@ moment, so a herd due in one second costs the server its work spread over half a
 attempt then waits in the worker, heartbeating, until run_at by the server's clock
 (:class:`activities.server_clock.ServerClock`: the start the server stamped, plus local time),
 checks once that the job was not paused or cancelled meanwhile (:func:`still_wanted`), and
-starts the handler on time. An attempt lost while it was only waiting costs no attempt.
+starts the handler on time. An attempt lost while it was only waiting costs no attempt. One
+that arrives within GO_CHECK_AHEAD of run_at (or after it) records nothing before its handler
+(:func:`starts_at_once`), like a job due now (:func:`ready_at_once`).
 
 An attempt that only waits sends no heartbeat when its lease covers the wait
 (:func:`lease_covers`: the default 30 s lead in a 60 s lease), else beats at the SDK's own
@@ -22,7 +24,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from temporalio import activity
@@ -49,6 +51,15 @@ LIVENESS_WINDOW = 1.0
 FRESH_ANSWER = 0.1
 
 Verdict = Literal["withdrawn", "cancelled", "handed_over"]
+
+
+def starts_at_once(started: datetime, run_at: datetime) -> bool:
+    """Whether a pre-dispatched attempt that the server started at ``started`` skips the
+    start record at its check: one started within GO_CHECK_AHEAD of run_at (or after it, a
+    retry) starts as a job due now does. The next attempt tells the two kinds of loss apart
+    by the same rule (``attempt_outcome.previous_attempts``): an unrecorded attempt started
+    this late was lost in its handler and is spent; one started earlier was lost waiting."""
+    return started >= run_at - timedelta(seconds=GO_CHECK_AHEAD)
 
 
 def lease_covers(wait: float, lease: float) -> bool:
@@ -174,6 +185,31 @@ async def wait_for_run_at(
             return early("handed_over")
         raise
     return None
+
+
+async def ready_at_once(liveness: ServerLiveness, arrived: float) -> Verdict | None:
+    """Whether an attempt that starts at once (not pre-dispatched) may run its handler: once
+    the server has answered a health check sent at most FRESH_ANSWER before the attempt
+    ``arrived`` (monotonic), and, if that took longer than LIVENESS_WINDOW, the job still
+    wants this attempt (:func:`still_wanted`). A verdict instead when it does not.
+
+    The check is free (no action, no heartbeat): such an attempt records nothing with the
+    server before its handler, so a short handler costs its attempt alone, and one lost
+    before its first heartbeat is counted by the next attempt
+    (``attempt_outcome.previous_attempts``)."""
+    try:
+        waited = await liveness.heard_since(arrived - FRESH_ANSWER)
+        if waited <= LIVENESS_WINDOW:
+            return None
+        log.warning("job %s: server silent at start for %.1fs", activity.info().workflow_id, waited)
+        return await still_wanted()
+    except asyncio.CancelledError:
+        details = activity.cancellation_details()
+        if details is not None and details.cancel_requested:
+            return "cancelled"
+        if details is not None and details.worker_shutdown:
+            return "handed_over"
+        raise
 
 
 async def heard_by(run_at: datetime, clock: ServerClock, liveness: ServerLiveness) -> float:

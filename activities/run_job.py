@@ -3,9 +3,12 @@
 The heartbeat timeout is the lease. Heartbeats flow from the event loop while the handler runs
 (a thread for sync handlers), so a busy handler keeps its lease and a dead worker loses it.
 The round's attempt log travels in the heartbeat details, which Temporal hands to the next
-attempt, so every attempt's start, end, worker and error survive worker crashes. The start
-is recorded with the server before the handler runs, and whatever the handler raises stays
-in its attempt (:mod:`activities.attempt_outcome`). A failed attempt's record reaches the
+attempt, so every attempt's start, end, worker and error survive worker crashes. An attempt
+that waited for its run_at records its start with the server before the handler runs; one
+that starts at once sends its record with its first heartbeat, START_RECORD_GRACE into the
+handler, so a short handler costs no heartbeat, and one lost before that record is counted
+by the next attempt. Whatever the handler raises stays in its attempt
+(:mod:`activities.attempt_outcome`). A failed attempt's record reaches the
 next attempt in the same request as its failure (no heartbeat of its own); the failure itself
 carries no log and is cut to fit the server's limit (:mod:`activities.failure_size`), and
 only the round's last failure, which is never kept as a retry failure, brings the round's log
@@ -13,13 +16,14 @@ to the workflow.
 
 Pre-dispatch: a job reaches a worker up to its ``dispatch_lead`` (30 s) before run_at; the
 attempt waits there until run_at by the server's clock, checks once (3-9 s ahead) that the job
-still wants to run, records its start then, and starts the handler on time
-(:mod:`activities.predispatch`).
+still wants to run, records its start then (unless it arrived within 3 s of run_at), and
+starts the handler on time (:mod:`activities.predispatch`).
 
 Budget: Temporal's RetryPolicy allows the round's attempts plus a few in reserve, and this
 activity counts the attempts that reached the handler, refusing to run past ``max_attempts``.
 An attempt lost while it was only waiting (its worker died before its check, 3-9 s before
-run_at) therefore costs nothing; one lost after its start was recorded counts as spent.
+run_at) therefore costs nothing; one lost after its start was recorded, or one that started
+at once, counts as spent.
 
 Cancel latency: a cancel reaches the attempt in the answer to a heartbeat. While the handler
 runs, the loop beats every ``min(lease / 3, cancel_latency)`` and the worker lets the SDK send
@@ -42,6 +46,7 @@ import asyncio
 import contextlib
 import contextvars
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -65,16 +70,22 @@ from activities.predispatch import (
     GO_CHECK_TIMEOUT,
     SDK_THROTTLE,
     ServerLiveness,
+    ready_at_once,
+    starts_at_once,
     wait_for_run_at,
 )
 from activities.server_clock import ServerClock, ServerTimeline
 from activities.slot_gate import SlotGate
-from activities.start_record import StartNotRecorded, record_start
+from activities.start_record import record_start
 from workflows import names
 from workflows.models import AttemptRecord, HeartbeatState, JobSpec, RunJobInput, RunJobResult
 
 # Sync handlers that ignore ctx.cancelled get this long to notice before we give up on them.
 CANCEL_GRACE_SECONDS = 5.0
+# A handler of an attempt that started at once (not pre-dispatched) runs this long before its
+# attempt's record reaches the server, in the first heartbeat: status shows that it runs (from
+# Temporal's pending activity), the record adds its worker and the cancel promise.
+START_RECORD_GRACE = 1.0
 # The most a cancel takes to reach a running handler, unless the worker says otherwise
 # (JOBS_CANCEL_LATENCY, worker.py): the heartbeat cadence while a handler runs.
 DEFAULT_CANCEL_LATENCY = 10.0
@@ -151,24 +162,31 @@ class JobActivities:
 
     @activity.defn(name=names.RUN_JOB)
     async def run_job(self, job: RunJobInput) -> RunJobResult:
+        arrived = time.monotonic()
         info = activity.info()
         state = previous_attempts(info, job)
         spent = job.spent + sum(a.spent for a in state.attempts)
         if spent >= job.spec.max_attempts:  # the last attempt was lost mid-handler
             raise attempts_exhausted(state, job.spec.max_attempts)
         clock = ServerClock(info.started_time, self.timeline)
-        if job.not_before is None:
+        self.liveness.watch(activity.client())
+        if job.not_before is None:  # nothing is recorded before its handler (ready_at_once)
+            verdict = await ready_at_once(self.liveness, arrived)
+            if verdict is not None:
+                return RunJobResult(attempts=state.attempts, **{verdict: True})
             return await self._attempt(job, state, None, spent + 1, clock, due_at(info, job))
-        # Pre-dispatched: the start is recorded at the check before run_at (predispatch).
+        # Pre-dispatched: the start is recorded at the check before run_at (predispatch),
+        # unless the attempt began after that check's earliest moment (starts_at_once).
         not_before = job.not_before
+        at_once = starts_at_once(info.started_time, not_before)
         opened: AttemptLog | None = None
 
         async def commit() -> None:
             nonlocal opened
             opened = self._open(job, state, not_before)
-            await self._record_start(job, state)
+            if not at_once:
+                await self._record_start(job, state)
 
-        self.liveness.watch(activity.client())
         early = await wait_for_run_at(
             not_before, clock, state, job.spec.lease, self.liveness, commit
         )
@@ -200,16 +218,13 @@ class JobActivities:
         due: datetime,
     ) -> RunJobResult:
         """Run the handler once, recording the attempt (in the job's log and the metrics);
-        ``opened``: its record, already on record with the server (None: record it now)."""
+        ``opened``: its record, opened at the check before run_at (None: open it now). The
+        server hears of a record not sent at that check with the first heartbeat, a second
+        into the handler, or with the attempt's end."""
         spec = job.spec
         attempt = opened or self._open(job, state, clock.now())
         ending: Ending
         try:
-            if opened is None:
-                # The lease starts now: status shows the attempt, even if its handler kills
-                # us. Recorded before a handler slot is taken: a slot held through this round
-                # trip capped a herd's starts at slots / round-trip time.
-                await self._record_start(job, state)
             async with self.slots.slot(
                 spec.priority,
                 spec.fairness_key,
@@ -221,8 +236,6 @@ class JobActivities:
                 metrics.record_start(spec.handler, attempt.record.started_at - due)
                 ctx = job_context(spec, attempt.record, state, self.worker)
                 ending = Succeeded(await self._handle(job, ctx, state))
-        except StartNotRecorded:
-            raise  # nothing ran; the server retries the job (or already has)
         except asyncio.CancelledError as err:
             ending = cancelled_ending(err)
         except PermanentError as err:
@@ -266,11 +279,15 @@ class JobActivities:
         label = f"{ctx.job_id} attempt {ctx.attempt}"
         self.running.add(label)
         try:
+            # The first beat is the start record of an attempt that started at once: a
+            # handler done within START_RECORD_GRACE costs no heartbeat at all.
+            every = min(START_RECORD_GRACE, self.beat_every(lease))
             while True:
-                done, _ = await asyncio.wait({task}, timeout=self.beat_every(lease))
+                done, _ = await asyncio.wait({task}, timeout=every)
                 if done:
                     return task.result()
                 activity.heartbeat(state)
+                every = self.beat_every(lease)
         except asyncio.CancelledError:
             ctx._cancelled.set()
             task.cancel()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,10 +15,12 @@ from temporalio.common import RetryPolicy
 from temporalio.testing import ActivityEnvironment
 
 from activities.attempt_outcome import (
+    LOST_UNRECORDED,
     HandlerAborted,
     contained_async,
     contained_sync,
     error_fields,
+    previous_attempts,
     server_gives_up,
 )
 from activities.failure_size import MESSAGE_BYTES
@@ -26,7 +28,14 @@ from activities.registry import JobContext
 from starter import operations
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
-from workflows.models import JobReport, JobStatus
+from workflows.models import (
+    AttemptRecord,
+    HeartbeatState,
+    JobReport,
+    JobSpec,
+    JobStatus,
+    RunJobInput,
+)
 
 NOT_EXCEPTIONS = [SystemExit(3), KeyboardInterrupt(), GeneratorExit("stray")]
 
@@ -134,6 +143,96 @@ def test_the_servers_last_allowed_attempt_ends_the_round(
         retry_policy=RetryPolicy(maximum_attempts=maximum),
     )
     assert server_gives_up(info) is gives_up
+
+
+SPEC = JobSpec(id="j", name="n", handler="log", delay=0, lease=20, backoff_base=2, backoff_max=300)
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+def info_of(attempt: int, scheduled: datetime, details: HeartbeatState | None) -> Any:
+    beats = [details.model_dump(mode="json")] if details is not None else []
+    return dataclasses.replace(
+        ActivityEnvironment.default_info(),
+        attempt=attempt,
+        current_attempt_scheduled_time=scheduled,
+        heartbeat_details=beats,
+    )
+
+
+def test_attempts_lost_before_any_heartbeat_are_counted_with_times_reckoned_back() -> None:
+    """Attempt 1 failed (its record rode in its failure); 2 and 3 started at once and were
+    lost without a heartbeat: each timed out a lease after its start, retried 2**(n-1) * 2 s
+    later. Attempt 4, scheduled at T0, counts both as spent."""
+    failed = AttemptRecord(attempt=1, started_at=T0 - timedelta(seconds=100), worker="w1")
+    failed = failed.close("failed", T0 - timedelta(seconds=99), "boom", "Boom", 2.0)
+    job = RunJobInput(spec=SPEC)
+    state = previous_attempts(info_of(4, T0, HeartbeatState(attempts=[failed])), job)
+    assert [(a.attempt, a.outcome, a.worker) for a in state.attempts] == [
+        (1, "failed", "w1"),
+        (2, "lost", "unknown"),
+        (3, "lost", "unknown"),
+    ]
+    # 3 ended 8 s before T0 (its retry interval), started a lease (20 s) earlier; 2 ended
+    # 4 s before 3 started.
+    lost_2, lost_3 = state.attempts[1:]
+    assert (lost_3.ended_at, lost_3.started_at) == (
+        T0 - timedelta(seconds=8),
+        T0 - timedelta(seconds=28),
+    )
+    assert (lost_2.ended_at, lost_2.started_at) == (
+        T0 - timedelta(seconds=32),
+        T0 - timedelta(seconds=52),
+    )
+    assert all(
+        a.error == LOST_UNRECORDED and a.error_type == "LeaseExpired" for a in (lost_2, lost_3)
+    )
+    assert sum(a.spent for a in state.attempts) == 3
+
+
+def test_a_dispatched_attempt_lost_while_it_waited_is_not_counted() -> None:
+    """A pre-dispatched attempt records its start before its handler: one without a record
+    was lost while it waited for run_at, and costs nothing."""
+    job = RunJobInput(spec=SPEC, not_before=T0)
+    assert previous_attempts(info_of(3, T0, None), job).attempts == []
+
+
+def test_a_dispatched_attempt_begun_within_its_check_of_run_at_counts_when_lost() -> None:
+    """Attempt 1 began 2 s before run_at (after its check's earliest moment, 3 s ahead): it
+    sent no start record and was lost; attempt 2 counts it. Had it begun 30 s ahead, it
+    would have waited for its check and been lost before it: free."""
+    run_at = T0 - timedelta(seconds=22) + timedelta(seconds=2)  # attempt 1 began at T0 - 22
+    late = previous_attempts(info_of(2, T0, None), RunJobInput(spec=SPEC, not_before=run_at))
+    assert [(a.attempt, a.outcome, a.started_at) for a in late.attempts] == [
+        (1, "lost", T0 - timedelta(seconds=22))
+    ]
+    early = RunJobInput(spec=SPEC, not_before=T0 + timedelta(seconds=30))
+    assert previous_attempts(info_of(2, T0, None), early).attempts == []
+
+
+def test_no_loss_is_reckoned_from_before_the_last_recorded_attempt() -> None:
+    """Pre-dispatched: attempt 1 was lost while it waited (no record), attempt 2 ran 100 s and
+    failed. Attempt 3 lacks one record, but the only attempt the walk back could name would
+    have started before attempt 2 ended: none is added."""
+    ran = AttemptRecord(attempt=1, started_at=T0 - timedelta(seconds=102), worker="w1")
+    ran = ran.close("failed", T0 - timedelta(seconds=2), "boom", "Boom", 2.0)
+    job = RunJobInput(spec=SPEC, not_before=T0 - timedelta(seconds=102))
+    state = previous_attempts(info_of(3, T0, HeartbeatState(attempts=[ran])), job)
+    assert [(a.attempt, a.outcome) for a in state.attempts] == [(1, "failed")]
+
+
+def test_a_running_record_then_an_unrecorded_loss_close_in_order() -> None:
+    """Attempt 1 heartbeated and was lost; attempt 2 was lost before any heartbeat."""
+    running = AttemptRecord(attempt=1, started_at=T0 - timedelta(seconds=60), worker="w1")
+    job = RunJobInput(spec=SPEC)
+    state = previous_attempts(info_of(3, T0, HeartbeatState(attempts=[running])), job)
+    first, second = state.attempts
+    assert (second.attempt, second.started_at) == (2, T0 - timedelta(seconds=24))
+    # 1 was retried one interval (2 s) before 2 started.
+    assert (first.outcome, first.worker, first.ended_at) == (
+        "lost",
+        "w1",
+        T0 - timedelta(seconds=26),
+    )
 
 
 async def wait_final(client: Client, job_id: str) -> JobReport:

@@ -1,9 +1,10 @@
 """A job costs Temporal no more work than its facts need (issue 14), on a dev server of this
 module's own that serves its metrics (heartbeats are counted by the server, not by us):
 
-* a one-shot no-op job, dispatched early or not: one heartbeat, no JobStatus upsert (its
-  visibility row still says ``scheduled``; ExecutionStatus and the job's own report say done),
-  at most 13 history events;
+* a one-shot no-op job: no heartbeat when it starts at once or reaches its worker less than
+  3 s before run_at, one (its start record) when it waited there longer; no JobStatus upsert
+  (its visibility row still says ``scheduled``; ExecutionStatus and the job's own report say
+  done), at most 13 history events;
 * the statuses listings filter on are still written: paused (and back to scheduled), dead,
   scheduled again once a requeue starts the next round, discarded;
 * a cancel during a retry backoff keeps the attempts the job made (it used to end with
@@ -97,18 +98,22 @@ async def replays(client: Client, job_id: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "timing",
-    [{"delay": 0, "dispatch_lead": 0}, {"delay": "5s", "dispatch_lead": 4}],
-    ids=["at-once", "dispatched-early"],
+    ("timing", "heartbeats"),
+    [
+        ({"delay": 0, "dispatch_lead": 0}, 0),
+        ({"delay": "4s", "dispatch_lead": 2}, 0),  # begun after its check's earliest moment
+        ({"delay": "5s", "dispatch_lead": 4}, 1),
+    ],
+    ids=["at-once", "dispatched-within-its-check", "dispatched-early"],
 )
-async def test_a_one_shot_costs_its_start_one_attempt_and_one_heartbeat(
-    lab: Lab, timing: dict[str, Any]
+async def test_a_one_shot_costs_its_start_one_attempt_and_a_start_record_if_it_waited(
+    lab: Lab, timing: dict[str, Any], heartbeats: int
 ) -> None:
     before = await lab.server.heartbeats()
     job_id = await submit(lab, handler="log", **timing)
     await lab.client.get_workflow_handle(job_id).result()
     await asyncio.sleep(1)  # a heartbeat still on its way would show by now
-    assert await lab.server.heartbeats() - before == 1
+    assert await lab.server.heartbeats() - before == heartbeats
     assert await job_status_upserts(lab.client, job_id) == []
     history = await lab.client.get_workflow_handle(job_id).fetch_history()
     assert len(history.events) <= 13, [EventType.Name(e.event_type) for e in history.events]
