@@ -64,9 +64,13 @@ def render_report(rows: list[DrillRow]) -> str:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
+    """The complete lines of a record file. A line is complete once its newline is written: a
+    read racing a handler's write may see part of it (a CI run read half a line), and it is
+    left for the next read."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
+    *complete, _unfinished = path.read_text().split("\n")
+    return [json.loads(line) for line in complete if line]
 
 
 def wait_for_records(
