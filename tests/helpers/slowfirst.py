@@ -20,7 +20,7 @@ import pytest
 
 SECONDS: dict[str, float] = {
     "tests/test_drills_load.py": 110,
-    "tests/test_dlq_devserver.py": 95,
+    "tests/test_dlq_devserver.py": 75,
     "tests/test_priority.py": 85,
     "tests/test_dispatch.py": 80,
     "tests/test_readme_blocks.py": 80,
