@@ -32,6 +32,7 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
 from activities.server_clock import ServerClock
+from connection.client import check_serving
 from workflows.models import JOB_STATUS, HeartbeatState, JobStatus, RunJobResult
 
 log = logging.getLogger("jobs.run_job")
@@ -102,11 +103,12 @@ class ServerLiveness:
             self.task = asyncio.create_task(self._ping(), name="server-liveness")
 
     async def _check(self) -> bool:
-        """One health check; on an answer, ``last_ok`` becomes the moment it was sent."""
+        """One health check; on a serving answer, ``last_ok`` becomes the moment it was sent
+        (an answer of "not serving", a draining frontend's, counts as silence)."""
         assert self.client is not None, "watch() first"
         sent = time.monotonic()
         try:
-            await asyncio.wait_for(self.client.service_client.check_health(), LIVENESS_PING * 4)
+            await asyncio.wait_for(check_serving(self.client), LIVENESS_PING * 4)
         except Exception:
             return False
         self.last_ok = max(self.last_ok, sent)

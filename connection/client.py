@@ -154,3 +154,16 @@ async def connect(
         return await Client.connect(target, **kwargs)
     except RuntimeError as err:  # the SDK reports connection failures as RuntimeError
         raise TemporalUnavailable(f"cannot reach Temporal at {target}: {err}") from err
+
+
+class NotServing(Exception):
+    """The server answered its health check, but not with SERVING (a frontend draining before
+    it stops answers so): it is reachable and must not be counted on."""
+
+
+async def check_serving(client: Client) -> None:
+    """One health check; returns only when the server says it is serving. Raises NotServing
+    on any other answer (the SDK's ``check_health`` reports that as False rather than as an
+    error) and the SDK's error when the server cannot be reached."""
+    if not await client.service_client.check_health():
+        raise NotServing("Temporal answered its health check: not serving")

@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from connection.client import check_serving
 from starter.api.deps import Temporal
 
 router = APIRouter()
@@ -21,11 +22,11 @@ class Health(BaseModel):
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
 async def healthz(backend: Temporal) -> Any:
-    """Whether Temporal is reachable (no token needed)."""
+    """Whether Temporal is reachable and serving (no token needed)."""
     try:
         client = await backend.client()
-        await asyncio.wait_for(client.service_client.check_health(), 5)
-    except Exception as err:  # any failure here means "not reachable"
+        await asyncio.wait_for(check_serving(client), 5)
+    except Exception as err:  # any failure here, "not serving" included, means "not reachable"
         return JSONResponse(
             Health(temporal="unreachable", detail=str(err)[:200]).model_dump(), status_code=503
         )
