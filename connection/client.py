@@ -37,7 +37,7 @@ from temporalio.envconfig import ClientConfig, ClientConfigProfile
 
 from connection import tracing
 from connection.codec import codec_from_env
-from connection.errors import SpecError, TemporalUnavailable
+from connection.errors import NotServing, SpecError, TemporalUnavailable
 from workflows import names
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -154,11 +154,6 @@ async def connect(
         return await Client.connect(target, **kwargs)
     except RuntimeError as err:  # the SDK reports connection failures as RuntimeError
         raise TemporalUnavailable(f"cannot reach Temporal at {target}: {err}") from err
-
-
-class NotServing(Exception):
-    """The server answered its health check, but not with SERVING (a frontend draining before
-    it stops answers so): it is reachable and must not be counted on."""
 
 
 async def check_serving(client: Client) -> None:

@@ -35,3 +35,8 @@ class SpecError(JobsError):
 
 class TemporalUnavailable(JobsError):
     exit_code = 6
+
+
+class NotServing(TemporalUnavailable):
+    """The server answered its health check, but not with SERVING (a frontend draining before
+    it stops answers so): it is reachable and must not be counted on."""
