@@ -4,8 +4,9 @@ A job reaches a worker up to its ``dispatch_lead`` (30 s) before run_at (each jo
 moment, so a herd due in one second costs the server its work spread over half a minute). The
 attempt then waits in the worker, heartbeating, until run_at by the server's clock
 (:class:`activities.server_clock.ServerClock`: the start the server stamped, plus local time),
-checks once that the job was not paused or cancelled meanwhile (:func:`still_wanted`), and
-starts the handler on time. An attempt lost while it was only waiting costs no attempt. One
+checks once that the job was not paused or cancelled meanwhile (:func:`still_wanted`, 3-9 s
+before run_at, or half a wait longer than 30 s before it: :mod:`workflows.prestart_check`),
+and starts the handler on time. An attempt lost while it was only waiting costs no attempt. One
 that arrives within GO_CHECK_AHEAD of run_at (or after it) records nothing before its handler
 (:func:`starts_at_once`), like a job due now (:func:`ready_at_once`).
 
@@ -34,15 +35,13 @@ from temporalio.client import Client
 from activities.server_clock import ServerClock
 from connection.client import check_serving
 from workflows.models import JOB_STATUS, HeartbeatState, JobStatus, RunJobResult
+from workflows.prestart_check import GO_CHECK_AHEAD, check_ahead
 
 log = logging.getLogger("jobs.run_job")
 # The SDK sends heartbeats at most every this fraction of the heartbeat timeout (the lease).
 SDK_THROTTLE = 0.8
-# A pre-dispatched attempt checks, this many seconds before run_at (plus a random spread so a
-# herd does not check at once), that the job still wants to run. Pause refuses to act later
-# than CONTROL_CUTOFF before run_at (see JobWorkflow), so the check always sees it.
-GO_CHECK_AHEAD = 3.0
-GO_CHECK_SPREAD = 6.0
+# When a pre-dispatched attempt checks that its job still wants to run: check_ahead. Pause
+# refuses to act later than pause_cutoff before run_at (see JobWorkflow), so the check sees it.
 GO_CHECK_TIMEOUT = 10.0
 # The worker pings the server this often (ServerLiveness). A handler starts only once the
 # server answered a health check sent at most FRESH_ANSWER before its run_at; one that waited
@@ -151,7 +150,8 @@ async def wait_for_run_at(
     before run_at has passed, or at once when the attempt arrived later than that check. A
     result returned after it leaves the record out: its handler never ran."""
     # A wait the lease covers sends no heartbeat: the start record is the first.
-    beat = None if lease_covers((run_at - clock.started).total_seconds(), lease) else lease
+    wait = (run_at - clock.started).total_seconds()
+    beat = None if lease_covers(wait, lease) else lease
     committed = False
 
     def early(verdict: Verdict) -> RunJobResult:
@@ -160,7 +160,7 @@ async def wait_for_run_at(
         return RunJobResult(attempts=state.attempts, **{verdict: True})
 
     try:
-        ahead = GO_CHECK_AHEAD + random.uniform(0, GO_CHECK_SPREAD)
+        ahead = check_ahead(wait, random.random())
         until_check = (run_at - clock.now()).total_seconds() - ahead
         if until_check > 0:
             await sleep_heartbeating(until_check, state, beat)

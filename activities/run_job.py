@@ -15,15 +15,15 @@ only the round's last failure, which is never kept as a retry failure, brings th
 to the workflow.
 
 Pre-dispatch: a job reaches a worker up to its ``dispatch_lead`` (30 s) before run_at; the
-attempt waits there until run_at by the server's clock, checks once (3-9 s ahead) that the job
-still wants to run, records its start then (unless it arrived within 3 s of run_at), and
-starts the handler on time (:mod:`activities.predispatch`).
+attempt waits there until run_at by the server's clock, checks once (3-9 s ahead, or half its
+wait ahead when it waits longer than 30 s) that the job still wants to run, records its start
+then (unless it arrived within 3 s of run_at), and starts the handler on time
+(:mod:`activities.predispatch`).
 
 Budget: Temporal's RetryPolicy allows the round's attempts plus a few in reserve, and this
 activity counts the attempts that reached the handler, refusing to run past ``max_attempts``.
-An attempt lost while it was only waiting (its worker died before its check, 3-9 s before
-run_at) therefore costs nothing; one lost after its start was recorded, or one that started
-at once, counts as spent.
+An attempt lost while it was only waiting (its worker died before its check) therefore costs
+nothing; one lost after its start was recorded, or one that started at once, counts as spent.
 
 Cancel latency: a cancel reaches the attempt in the answer to a heartbeat. While the handler
 runs, the loop beats every ``min(lease / 3, cancel_latency)`` and the worker lets the SDK send

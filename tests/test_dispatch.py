@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -19,11 +20,14 @@ from temporalio.client import Client
 from activities.registry import load_handlers
 from starter import jobviews, operations
 from starter.errors import InvalidTransition
+from starter.operations import starting
+from starter.operations.wakeplan import WakePlan
 from tests.helpers.drills import Tally, read_records, wait_for_records
 from tests.helpers.jobs import job_report
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers
 from workflows.models import JobStatus
+from workflows.prestart_check import pause_cutoff
 
 pytestmark = pytest.mark.devserver
 HANDLERS = load_handlers("tests.handlers").names()
@@ -113,6 +117,71 @@ async def test_pause_close_to_run_at_is_refused(
     with pytest.raises(InvalidTransition, match="only a waiting job pauses"):
         await operations.pause(dev_client, job_id)
     wait_for_records(records, 1, "done")
+
+
+class _LatestLead(random.Random):
+    """A wake plan's random source that always picks the longest lead it may."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+async def test_a_long_wait_checks_half_of_it_ahead_and_refuses_pause_from_then(
+    dev_client: Client,
+    task_queue: str,
+    workers: Workers,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two jobs handed to their worker 40 s before run_at (a herd's long wait): each checks
+    and records its start about 20 s ahead (half the wait), so pause is accepted until 21 s
+    before run_at (the paused one never runs) and refused after (under the 3-9 s rule it was
+    accepted until 10 s before)."""
+    monkeypatch.setattr(starting, "WAKES", WakePlan(rng=_LatestLead()))
+    workers.start()
+    paused, refused = tmp_path / "paused.jsonl", tmp_path / "refused.jsonl"
+    (paused_id, run_at), (refused_id, refused_at) = [
+        await schedule(dev_client, task_queue, path, due_in=44, lead=40)
+        for path in (paused, refused)
+    ]
+    for job_id in (paused_id, refused_id):
+        await wait_dispatched(dev_client, job_id)
+    # The attempt's wait (from its start) is at most the workflow's (from its dispatch).
+    cutoff, refused_cutoff = [
+        pause_cutoff((due - await attempt_started(dev_client, job_id)).total_seconds())
+        for job_id, due in ((paused_id, run_at), (refused_id, refused_at))
+    ]
+    assert cutoff > 20  # the wait is the long kind: the cutoff is half of it, not 10 s
+    await sleep_until(run_at - timedelta(seconds=cutoff + 3))
+    assert (await operations.pause(dev_client, paused_id)).status == JobStatus.PAUSED
+
+    await sleep_until(refused_at - timedelta(seconds=16))
+    desc = await dev_client.get_workflow_handle(refused_id).describe()
+    [pending] = desc.raw_description.pending_activities
+    recorded = pending.last_heartbeat_time.ToDatetime(UTC)
+    assert refused_at - timedelta(seconds=refused_cutoff) <= recorded
+    assert recorded <= refused_at - timedelta(seconds=16)
+    [details] = await dev_client.data_converter.decode(pending.heartbeat_details.payloads)
+    assert [a["attempt"] for a in details["attempts"]] == [1]  # that beat was the start record
+    with pytest.raises(InvalidTransition, match="only a waiting job pauses"):
+        await operations.pause(dev_client, refused_id)
+
+    [start] = wait_for_records(refused, 1, "start")
+    assert start["at"] >= refused_at.timestamp()  # it ran, at its time
+    report = await job_report(dev_client, paused_id)
+    assert report.status == JobStatus.PAUSED and report.attempts == []
+    assert read_records(paused) == []  # its check saw the pause: the handler never ran
+
+
+async def attempt_started(client: Client, job_id: str) -> datetime:
+    """When the server started the job's waiting attempt."""
+    desc = await client.get_workflow_handle(job_id).describe()
+    [pending] = desc.raw_description.pending_activities
+    return pending.last_started_time.ToDatetime(UTC)
+
+
+async def sleep_until(moment: datetime) -> None:
+    await asyncio.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds()))
 
 
 async def test_losing_the_worker_while_the_job_waits_costs_no_attempt(

@@ -6,6 +6,7 @@ recorded as rejected, never fails the workflow. Workflow code."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -15,13 +16,13 @@ import workflows.inbox as inbox
 from workflows import names
 from workflows.job_dlq import JobDlqPath
 from workflows.models import (
-    CONTROL_CUTOFF,
     JOB_RUN_AT,
     ControlRequest,
     JobReport,
     JobStatus,
     PauseRequest,
 )
+from workflows.prestart_check import pause_cutoff
 
 
 class JobControls(JobDlqPath):
@@ -30,9 +31,13 @@ class JobControls(JobDlqPath):
         return self.report()
 
     def _waiting_in_worker(self) -> bool:
-        """Dispatched, but far enough from run_at that a pause still lands before it starts."""
-        until = self.state.dispatched_until
-        return until is not None and workflow.now() < until - CONTROL_CUTOFF
+        """Dispatched, but far enough from run_at that a pause still lands before the
+        attempt's check (:func:`workflows.prestart_check.pause_cutoff`)."""
+        until, since = self.state.dispatched_until, self.state.dispatched_at
+        if until is None:
+            return False
+        wait = (until - since).total_seconds() if since is not None else 0.0
+        return workflow.now() < until - timedelta(seconds=pause_cutoff(wait))
 
     @workflow.update(name=names.UPDATE_PAUSE)
     async def pause(self, request: PauseRequest) -> JobReport:

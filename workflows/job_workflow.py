@@ -155,7 +155,7 @@ class JobWorkflow(JobControls, JobPermit):
                 self.state.last_error = failure_message(err)
                 return "exhausted"
             finally:
-                self.state.dispatched_until = None
+                self.state.dispatched_until = self.state.dispatched_at = None
             if outcome.cancelled or (
                 workflow.cancellation_reason() is not None
                 and workflow.patched(names.PATCH_CANCEL_WINS)
@@ -184,6 +184,7 @@ class JobWorkflow(JobControls, JobPermit):
             not_before=not_before,
         )
         state.dispatched_until = not_before
+        state.dispatched_at = workflow.now() if not_before is not None else None
         self._show()
         first, last = job.spent + 1, self.spec.max_attempts
         tries = f"attempt {first}" if first == last else f"attempts {first}-{last}"

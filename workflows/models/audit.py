@@ -8,10 +8,12 @@ from typing import Literal
 from pydantic import BaseModel, field_validator
 
 from workflows.models.instants import OffsetDatetime
+from workflows.prestart_check import SHORT_WAIT_CUTOFF
 from workflows.textclip import ellipsize
 
-# Pause acts on a job already dispatched to a worker only up to this long before run_at.
-CONTROL_CUTOFF = timedelta(seconds=10)
+# Pause acts on a job already dispatched to a worker only up to this long before run_at (10 s;
+# longer for an attempt dispatched more than 30 s ahead: workflows.prestart_check).
+CONTROL_CUTOFF = timedelta(seconds=SHORT_WAIT_CUTOFF)
 
 MAX_NOTE = 500  # characters of an operator's note (longer is refused by the CLI and the API)
 AUDIT_LIMIT = 50  # trail entries a job or cron keeps (newest); a cron carries them over

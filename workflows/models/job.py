@@ -48,6 +48,7 @@ class JobState(BaseModel):
     paused_until: datetime | None = None
     triggered: bool = False
     dispatched_until: datetime | None = None  # run_at of an attempt waiting in a worker
+    dispatched_at: datetime | None = None  # when that attempt was scheduled
     controls_seen: int = 0  # bumps on every control so a wait re-evaluates
     round: int = 1
     attempts: list[AttemptRecord] = Field(default_factory=list)
