@@ -56,3 +56,40 @@ async def test_an_attempt_past_its_run_at_waits_for_a_fresh_answer() -> None:
     waited = await heard_by(clock.now() - timedelta(seconds=5), clock, liveness)
     assert len(liveness.sent) == 1 and liveness.sent[0] >= asked - FRESH_ANSWER
     assert waited >= ROUND_TRIP * 0.9  # it waited for the answer, not for an old one
+
+
+async def test_a_herd_due_together_waits_on_one_task_not_one_per_attempt() -> None:
+    """500 attempts due at one moment: just before run_at, past the moment the probe is asked,
+    the worker runs one waiting task (and its probe) for all of them, not a task each, and
+    every attempt still starts at or after run_at."""
+    liveness = CountingLiveness()
+    clock = ServerClock(datetime.now(UTC))
+    run_at = clock.now() + timedelta(seconds=0.3)
+    run_at_here = time.monotonic() + 0.3
+
+    async def attempt() -> float:
+        await heard_by(run_at, clock, liveness)
+        return time.monotonic()
+
+    attempts = [asyncio.create_task(attempt()) for _ in range(500)]
+    await asyncio.sleep(0.3 - FRESH_ANSWER / 4)  # the probe is out, run_at not yet here
+    extra = len(asyncio.all_tasks()) - len(attempts) - 1  # less this test's own task
+    assert extra <= 2, extra  # the shared wait and its probe
+    ended = await asyncio.gather(*attempts)
+    assert len(liveness.sent) == 1
+    assert min(ended) >= run_at_here - 0.002  # the clock's own rounding, never a step early
+
+
+async def test_a_shared_wait_that_ends_without_an_answer_sends_each_attempt_to_look_again() -> None:
+    """If the shared wait is cancelled before the server answered, its attempts do not start
+    as if it had: each gets an unbounded wait, which makes it look at its job first."""
+    liveness = CountingLiveness()
+    liveness._check = lambda: asyncio.sleep(3600, result=True)  # type: ignore[method-assign]
+    run_at_here = time.monotonic() + 0.2
+    waiter = asyncio.create_task(liveness.at(run_at_here))
+    await asyncio.sleep(0.3)
+    [gate] = liveness._gates.values()
+    assert gate.task is not None
+    gate.task.cancel()
+    assert await asyncio.wait_for(waiter, 1) == float("inf")
+    assert liveness._gates == {}
