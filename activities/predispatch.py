@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -51,8 +49,6 @@ GO_CHECK_TIMEOUT = 10.0
 LIVENESS_PING = 0.25
 LIVENESS_WINDOW = 1.0
 FRESH_ANSWER = 0.1
-# Attempts due within the same 1/GATE_GRID s (rounded up: never early) share one wait for run_at.
-GATE_GRID = 1000
 
 Verdict = Literal["withdrawn", "cancelled", "handed_over"]
 
@@ -87,15 +83,6 @@ async def sleep_heartbeating(seconds: float, state: HeartbeatState, lease: float
         activity.heartbeat(state)
 
 
-@dataclass(eq=False)
-class _RunAtGate:
-    """The attempts due at one moment: opened at run_at with a fresh answer (``waited``)."""
-
-    opened: asyncio.Event = field(default_factory=asyncio.Event)
-    waited: float = 0.0
-    task: asyncio.Task[None] | None = None  # kept referenced while it runs
-
-
 class ServerLiveness:
     """Whether the server answers: one cheap health check per worker per LIVENESS_PING,
     whatever the number of jobs, and on demand at a handler's start (:meth:`heard_since`).
@@ -108,7 +95,6 @@ class ServerLiveness:
         self.client: Client | None = None
         self._probe: asyncio.Task[bool] | None = None
         self._probe_sent = 0.0
-        self._gates: dict[int, _RunAtGate] = {}
 
     def watch(self, client: Client) -> None:
         if self.task is None:
@@ -143,41 +129,6 @@ class ServerLiveness:
             if not await asyncio.shield(self._probe):
                 await asyncio.sleep(0.1)  # silent or refused: ask again
         return time.monotonic() - began
-
-    async def at(self, run_at_here: float) -> float:
-        """Wait until the local monotonic moment ``run_at_here`` and until the server has
-        answered a health check sent at most FRESH_ANSWER before it (and at most that long
-        ago); the seconds waited for the answer past run_at. Attempts due in the same
-        millisecond share one waiting task: a herd's thousands of attempts each wait on one
-        event instead of each sleeping, probing and sleeping again at the same instant (the
-        worker's event loop spent seconds on that at a 5,000 herd's run_at)."""
-        key = math.ceil(run_at_here * GATE_GRID)
-        gate = self._gates.get(key)
-        if gate is None:
-            gate = self._gates[key] = _RunAtGate()
-            gate.task = asyncio.create_task(self._open(key, gate), name="run-at-gate")
-        await gate.opened.wait()
-        return gate.waited
-
-    async def _open(self, key: int, gate: _RunAtGate) -> None:
-        """heard_by's wait, once for a gate: ask FRESH_ANSWER / 2 ahead, open at run_at."""
-        try:
-            run_at_here = key / GATE_GRID
-            now = time.monotonic()
-            fresh_from = max(run_at_here, now) - FRESH_ANSWER
-            await asyncio.sleep(max(fresh_from + FRESH_ANSWER / 2 - now, 0.0))
-            heard = asyncio.create_task(self.heard_since(fresh_from))
-            try:
-                await asyncio.sleep(max(run_at_here - time.monotonic(), 0.0))
-                gate.waited = await heard
-            finally:
-                heard.cancel()
-        except BaseException:
-            gate.waited = math.inf  # no answer: each attempt looks at its job (still_wanted)
-            raise
-        finally:
-            del self._gates[key]
-            gate.opened.set()
 
     def stop(self) -> None:
         if self.task is not None:
@@ -267,15 +218,19 @@ async def heard_by(run_at: datetime, clock: ServerClock, liveness: ServerLivenes
     """Wait until run_at and until the server has answered a health check sent at most
     FRESH_ANSWER before it (and at most that long ago); the seconds waited for the answer.
     The check is asked FRESH_ANSWER / 2 before run_at, so the answer is usually in by run_at,
-    and the attempts due together share it (:meth:`ServerLiveness.at`); one already past
-    its run_at waits for an answer to a check sent from now on."""
+    and an attempt due within that half of another's shares its probe."""
     now = time.monotonic()
-    # The clock is never ahead of the server's: this local moment is at or after run_at on
-    # the server.
     run_at_here = now + (run_at - clock.now()).total_seconds()
-    if run_at_here <= now:
-        return await liveness.heard_since(now - FRESH_ANSWER)
-    return await liveness.at(run_at_here)
+    # The clock is never ahead of the server's: this local moment is at or after run_at -
+    # FRESH_ANSWER on the server.
+    fresh_from = max(run_at_here, now) - FRESH_ANSWER
+    await asyncio.sleep(max(fresh_from + FRESH_ANSWER / 2 - now, 0.0))
+    heard = asyncio.create_task(liveness.heard_since(fresh_from))
+    try:
+        await asyncio.sleep(max(run_at_here - time.monotonic(), 0.0))
+        return await heard
+    finally:
+        heard.cancel()
 
 
 async def still_wanted() -> Verdict | None:
