@@ -46,6 +46,7 @@ from activities.attempt_outcome import (
     server_gives_up,
 )
 from activities.context import PermanentError
+from activities.dead_alert import RoundEndAlert
 from activities.failure_size import fitted, handler_failure
 from workflows.backoff import retry_delay
 from workflows.models import HeartbeatState, JobSpec, RunJobResult
@@ -119,12 +120,14 @@ class PermanentFailure:
     """The handler raised :class:`PermanentError` (or cannot run at all): no retry."""
 
     error: PermanentError
+    alert: RoundEndAlert
 
     async def settle(self, attempt: AttemptLog, spec: JobSpec) -> RunJobResult:
         attempt.close("failed", self.error)
         message, kind = error_fields(self.error)
         number = attempt.record.attempt
         log.warning("job %s attempt %d failed permanently: %s", spec.id, number, message)
+        await self.alert.round_ended(spec, attempt.state, message)
         failure = ApplicationError(
             message, attempt.state, type=kind, non_retryable=True, category=BENIGN
         )
@@ -141,41 +144,50 @@ class RetryLater:
     delay: float
 
     async def settle(self, attempt: AttemptLog, spec: JobSpec) -> RunJobResult:
-        failure = _failure(attempt, self.error, spec, self.delay)
-        await fail_with_log(failure, attempt.state)
+        _close_failed(attempt, self.error, spec, self.delay)
+        await fail_with_log(_failure(attempt, self.error, self.delay), attempt.state)
 
 
 @dataclass
 class OutOfAttempts:
     """The handler failed on the round's last attempt (or the server retries no more): the
-    round ends, and its failure brings the round's log to the workflow."""
+    round ends, and its failure brings the round's log (and its alert, if raised here) to
+    the workflow."""
 
     error: Exception
+    alert: RoundEndAlert
 
     async def settle(self, attempt: AttemptLog, spec: JobSpec) -> RunJobResult:
-        raise _failure(attempt, self.error, spec, None) from self.error
+        _close_failed(attempt, self.error, spec, None)
+        await self.alert.round_ended(spec, attempt.state, error_fields(self.error)[0])
+        raise _failure(attempt, self.error, None) from self.error
 
 
-def failed(error: Exception, number_in_round: int, spec: JobSpec) -> RetryLater | OutOfAttempts:
+def failed(
+    error: Exception, number_in_round: int, spec: JobSpec, alert: RoundEndAlert
+) -> RetryLater | OutOfAttempts:
     """The ending of an attempt whose handler failed (``number_in_round``: this attempt's
     number among those that reached the handler this round)."""
     if number_in_round >= spec.max_attempts or server_gives_up(activity.info()):
-        return OutOfAttempts(error)
+        return OutOfAttempts(error, alert)
     jitter = random.random()
     delay = retry_delay(number_in_round, spec.backoff_base, spec.backoff_max, spec.jitter, jitter)
     return RetryLater(error, delay)
 
 
-def _failure(
-    attempt: AttemptLog, err: Exception, spec: JobSpec, delay: float | None
-) -> ApplicationError:
-    """Close the attempt as failed and log it; the failure for ``err``, cut to size: a retry
-    after ``delay`` without details, or (``delay`` None) the round's end with its log."""
+def _close_failed(attempt: AttemptLog, err: Exception, spec: JobSpec, delay: float | None) -> None:
+    """Close the attempt as failed (retried after ``delay``, or the round's last) and log it."""
     attempt.close("failed", err, delay)
     message, kind = error_fields(err)
     then = f"retry in {delay:.1f}s" if delay is not None else "no attempts left"
     number = attempt.record.attempt
     log.warning("job %s attempt %d failed: %s: %s; %s", spec.id, number, kind, message, then)
+
+
+def _failure(attempt: AttemptLog, err: Exception, delay: float | None) -> ApplicationError:
+    """The failure for ``err``, cut to size: a retry after ``delay`` without details, or
+    (``delay`` None) the round's end with its log."""
+    message, kind = error_fields(err)
     last = delay is None
     failure = ApplicationError(
         message,

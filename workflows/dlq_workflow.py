@@ -5,7 +5,8 @@ discard does, then reports back. The DLQ is the index of recently parked jobs, t
 every park / requeue / discard, and the alerting point:
 
 * ``park(DeadEntry)`` (one signal from the job; a signal-with-start through the
-  ``park_in_dlq`` activity only when no DLQ runs): index it and queue an alert;
+  ``park_in_dlq`` activity only when no DLQ runs): index it and queue an alert, unless the
+  job's last attempt wrote the alert already (``alerted``: its worker alerts by log alone);
 * ``requeue(job_id)`` / ``discard(job_id)`` (a human, e.g. with the bare ``temporal`` CLI):
   forwarded to the job; the job answers with ``job_released`` (one signal) and the index
   follows. A requeue or discard sent to the job itself is reported the same way;
@@ -127,12 +128,15 @@ class DeadLetterQueueWorkflow:
         self.parked[entry.job_id] = entry
         while len(self.parked) > MAX_ENTRIES:
             del self.parked[next(iter(self.parked))]  # oldest; it stays listed by visibility
+        self._record("parked", entry.job_id, f"after {entry.attempts} attempts: {entry.last_error}")
+        if entry.alerted:  # its last attempt wrote the alert (log notifier): no activity
+            self._record("alerted", detail=f"{entry.job_id}, by its last attempt's worker log")
+            return
         self.pending_alerts.append(entry)
         dropped = len(self.pending_alerts) - MAX_PENDING_ALERTS
         if dropped > 0:
             del self.pending_alerts[:dropped]
             self.totals["alert-dropped"] = self.totals.get("alert-dropped", 0) + dropped
-        self._record("parked", entry.job_id, f"after {entry.attempts} attempts: {entry.last_error}")
 
     @workflow.signal(name=names.SIGNAL_REQUEUE)
     async def requeue(self, *args: Any) -> None:

@@ -40,6 +40,7 @@ class JobDlqPath(JobCore):
             last_error=self.state.last_error,
             parked_at=self.state.parked_at,
             round=self.state.round,
+            alerted=self.state.alerted,
         )
         workflow.upsert_memo({names.MEMO_DLQ: entry.model_dump(mode="json")})
         summary = f"park in the dead-letter queue after {entry.attempts} attempt(s)"

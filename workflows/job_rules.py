@@ -93,20 +93,27 @@ def attempt_allowance(spec: JobSpec) -> timedelta:
     return timedelta(seconds=spec.dispatch_lead + spec.timeout) + HANDLER_SLOT_WAIT
 
 
-def attempts_from_failure(err: ActivityError, now: datetime) -> list[AttemptRecord]:
-    """Recover the round's attempt log from the activity's final failure."""
+def round_log_from_failure(err: ActivityError, now: datetime) -> HeartbeatState:
+    """Recover the round's log (its attempts, and whether its last attempt raised the
+    dead-job alert) from the activity's final failure."""
     cause = err.cause
     if isinstance(cause, ApplicationError) and cause.details:
-        return HeartbeatState.model_validate(cause.details[0]).attempts
+        return HeartbeatState.model_validate(cause.details[0])
     if isinstance(cause, ActivityTimeoutError) and cause.last_heartbeat_details:
         state = HeartbeatState.model_validate(cause.last_heartbeat_details[0])
+        state.alerted = False  # a lost attempt raised no alert, whatever it beat last
         if cause.type == TimeoutType.HEARTBEAT:
             state.close_dangling(now, LOST_LEASE, LOST_LEASE_TYPE)
         else:
             kind = cause.type.name if cause.type else "unknown"
             state.close_dangling(now, f"attempt timed out ({kind})", "AttemptTimeout")
-        return state.attempts
-    return []
+        return state
+    return HeartbeatState()
+
+
+def attempts_from_failure(err: ActivityError, now: datetime) -> list[AttemptRecord]:
+    """Recover the round's attempt log from the activity's final failure."""
+    return round_log_from_failure(err, now).attempts
 
 
 def listed_status(status: JobStatus) -> JobStatus | None:

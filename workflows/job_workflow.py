@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         attempts_from_failure,
         failure_message,
         retry_policy,
+        round_log_from_failure,
     )
     from workflows.models import (
         AttemptRecord,
@@ -151,7 +152,9 @@ class JobWorkflow(JobControls, JobPermit):
             except ActivityError as err:
                 if is_cancelled_exception(err):
                     raise
-                self.state.attempts.extend(attempts_from_failure(err, workflow.now()))
+                round_log = round_log_from_failure(err, workflow.now())
+                self.state.attempts.extend(round_log.attempts)
+                self.state.alerted = round_log.alerted
                 self.state.last_error = failure_message(err)
                 return "exhausted"
             finally:

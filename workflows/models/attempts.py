@@ -59,6 +59,9 @@ class HeartbeatState(BaseModel):
     # While the handler runs: the most a cancel takes to reach it, in seconds (its worker's
     # heartbeat cadence), for ``jobs status`` to promise while a cancel is on its way.
     cancel_within: float | None = None
+    # Set by the attempt whose failure ends the round when it raised the dead-job alert
+    # itself (its worker alerts by log alone, activities/dead_alert.py): the DLQ sends none.
+    alerted: bool = False
 
     def close_dangling(self, ended_at: datetime, error: str, error_type: str) -> None:
         """Mark an attempt that never reported its end (its worker died or it timed out)."""

@@ -24,6 +24,9 @@ class DeadEntry(BaseModel):
     last_error: str | None = None
     parked_at: datetime
     round: int = 1
+    # The job's last attempt raised the alert already (activities/dead_alert.py): the DLQ
+    # indexes the entry and sends no alert of its own.
+    alerted: bool = False
 
     @field_validator("last_error")
     @classmethod

@@ -57,6 +57,7 @@ class JobState(BaseModel):
     release_request: Literal["requeue", "discard"] | None = None
     release_by: ControlRequest = Field(default_factory=ControlRequest)  # who asked, and why
     parked_at: datetime | None = None
+    alerted: bool = False  # the round's last attempt raised the dead-job alert (DeadEntry)
     audit: list[AuditEntry] = Field(default_factory=list)  # operator actions, oldest first
     cancel_noted: bool = False  # the cancel_requested signal recorded who and why
     cancel_detail: str | None = None  # how a cancel met the running attempt
