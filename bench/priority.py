@@ -17,7 +17,10 @@ order, and the same jobs without priority or fairness keys, so every gate is FIF
   activities in two worker processes (``JOBS_WORKER_ROLE``) instead of one.
 
     python -m bench.priority [--low 2000] [--tenant-b 50] [--ratio 20] [--prefetch N]
-                             [--cap-a N] [--slots-per-key N] [--split]
+                             [--cap-a N] [--slots-per-key N] [--split] [--rounds 3]
+
+Fairness runs ``--rounds`` pairs on our side (the verdict is their median p99 ratio) and one
+pair with fairness off.
 
 Handlers are ``test.record`` (tests/handlers.py): one start line per attempt, with its run_at.
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -179,6 +183,28 @@ async def fairness_run(args: argparse.Namespace, enabled: bool, flood: bool) -> 
         }
 
 
+async def fairness_rounds(args: argparse.Namespace, enabled: bool, rounds: int) -> dict[str, Any]:
+    """``rounds`` pairs of runs (B alone, then beside A's flood), each on fresh servers; the
+    verdict is the median of the pairs' p99 ratios. One pair's p99 is the slowest 1 of 50
+    starts of a few milliseconds: one late start decides it (2x-24x in single runs of the
+    same tree here), so a single pair is no figure to hold the 2x to."""
+    pairs = []
+    for _ in range(rounds):
+        alone = await fairness_run(args, enabled, flood=False)
+        flood = await fairness_run(args, enabled, flood=True)
+        ratio = round(flood["b_p99_s"] / alone["b_p99_s"], 2)
+        pairs.append({"alone": alone, "flood": flood, "b_p99_ratio": ratio})
+        print(json.dumps({"enabled": enabled, "split": args.split, **pairs[-1]}), flush=True)
+    ratios = [pair["b_p99_ratio"] for pair in pairs]
+    median = statistics.median(ratios)
+    return {
+        "pairs": pairs,
+        "b_p99_ratios": ratios,
+        "b_p99_ratio": median,
+        "b_within_2x": median <= 2,
+    }
+
+
 async def main(args: argparse.Namespace) -> None:
     rows: dict[str, Any] = {"args": vars(args)}
     for enabled in (True, False):
@@ -186,18 +212,17 @@ async def main(args: argparse.Namespace) -> None:
         if "priority" in args.parts:
             rows[f"priority_{name}"] = await priority_run(args, enabled)
         if "fairness" in args.parts:
-            rows[f"fair_alone_{name}"] = await fairness_run(args, enabled, flood=False)
-            rows[f"fair_flood_{name}"] = await fairness_run(args, enabled, flood=True)
-        print(json.dumps({k: v for k, v in rows.items() if k.endswith(name)}, indent=1))
+            # The side without fairness is a contrast of three orders of magnitude: once.
+            rounds = args.rounds if enabled else 1
+            rows[f"fairness_{name}"] = await fairness_rounds(args, enabled, rounds)
     for name in ("ours", "off"):
         verdict: dict[str, Any] = {}
         if "priority" in args.parts:
             lag = rows[f"priority_{name}"]["urgent_lag_s"]
             verdict |= {"urgent_lag_s": lag, "urgent_within_2s": lag <= 2.0}
         if "fairness" in args.parts:
-            alone = rows[f"fair_alone_{name}"]["b_p99_s"]
-            flood = rows[f"fair_flood_{name}"]["b_p99_s"]
-            verdict |= {"b_p99_ratio": round(flood / alone, 2), "b_within_2x": flood <= 2 * alone}
+            fair = rows[f"fairness_{name}"]
+            verdict |= {k: fair[k] for k in ("b_p99_ratios", "b_p99_ratio", "b_within_2x")}
         rows[f"verdict_{name}"] = verdict
     print(json.dumps({k: v for k, v in rows.items() if k.startswith("verdict")}, indent=1))
     print(f"written to {write_result('priority', rows)}")
@@ -214,6 +239,9 @@ if __name__ == "__main__":
     parser.add_argument("--slots", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=0.4)
     parser.add_argument("--parts", nargs="+", default=["priority", "fairness"])
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="fairness pairs on our side (median ratio)"
+    )
     parser.add_argument("--load", type=float, default=1.6, help="A+B demand / capacity")
     parser.add_argument("--prefetch", type=int, default=None, help="default: the worker's")
     parser.add_argument(
