@@ -127,7 +127,7 @@ class PermanentFailure:
         message, kind = error_fields(self.error)
         number = attempt.record.attempt
         log.warning("job %s attempt %d failed permanently: %s", spec.id, number, message)
-        await self.alert.round_ended(spec, attempt.state, message)
+        await self.alert.round_ended(spec, attempt.state)
         failure = ApplicationError(
             message, attempt.state, type=kind, non_retryable=True, category=BENIGN
         )
@@ -159,7 +159,7 @@ class OutOfAttempts:
 
     async def settle(self, attempt: AttemptLog, spec: JobSpec) -> RunJobResult:
         _close_failed(attempt, self.error, spec, None)
-        await self.alert.round_ended(spec, attempt.state, error_fields(self.error)[0])
+        await self.alert.round_ended(spec, attempt.state)
         raise _failure(attempt, self.error, None) from self.error
 
 

@@ -25,9 +25,9 @@ class RoundEndAlert:
     def __init__(self, notifier: LogNotifier | None = None) -> None:
         self.notifier = notifier
 
-    async def round_ended(self, spec: JobSpec, state: HeartbeatState, error: str) -> None:
-        """Alert for the job whose round ``state`` just ended (its last attempt closed) with
-        ``error``, and mark the log so the DLQ does not alert again."""
+    async def round_ended(self, spec: JobSpec, state: HeartbeatState) -> None:
+        """Alert for the job whose round ``state`` just ended (its last attempt closed, with
+        the error it recorded), and mark the log so the DLQ does not alert again."""
         if self.notifier is None or not state.attempts:
             return
         last = state.attempts[-1]
@@ -36,7 +36,7 @@ class RoundEndAlert:
             name=spec.name,
             handler=spec.handler,
             attempts=last.attempt,  # counts across rounds, as the job's own park does
-            last_error=error,
+            last_error=last.error,  # the message the attempt's failure carries
             parked_at=last.ended_at or last.started_at,
             round=last.round,
         )

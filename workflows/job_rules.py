@@ -101,7 +101,7 @@ def round_log_from_failure(err: ActivityError, now: datetime) -> HeartbeatState:
         return HeartbeatState.model_validate(cause.details[0])
     if isinstance(cause, ActivityTimeoutError) and cause.last_heartbeat_details:
         state = HeartbeatState.model_validate(cause.last_heartbeat_details[0])
-        state.alerted = False  # a lost attempt raised no alert, whatever it beat last
+        state.alerted = False  # a lost attempt may not have written its alert: the DLQ does
         if cause.type == TimeoutType.HEARTBEAT:
             state.close_dangling(now, LOST_LEASE, LOST_LEASE_TYPE)
         else:
