@@ -1,6 +1,6 @@
 """Sustained: a closed loop of submit-then-wait for ``--seconds``, ours vs the baseline.
 
-    python -m bench.sustained [--seconds 60] [--loops 200] [--rounds 3] [--peer]
+    python -m bench.sustained [--seconds 60] [--loops 200] [--rounds 3] [--peer] [--phases]
 
 Each of ``--loops`` callers submits a job due in 1 s, waits for it to complete, and repeats.
 With 20 loops every system is bound by the 1 s wait (20 loops / ~1.2 s each = ~16 jobs/s);
@@ -10,7 +10,8 @@ Both sides get a fresh dev server (SQLite file, WAL) and their own worker. Print
 jobs/s and end-to-end latency (submit to completion), writes JSON. One run of each side
 varied by up to 15% from run to run here, so ours and the baseline run ``--rounds`` times in
 turn and the ratio is the median of the rounds'. ``--peer`` adds
-procrastinate on a local PostgreSQL (bench/peer.py, 1 s poll).
+procrastinate on a local PostgreSQL (bench/peer.py, 1 s poll). ``--phases`` prints, per
+side and round, the median wait before each event of a sample of its jobs (bench/phases.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from bench.common import (
     summary,
     write_result,
 )
+from bench.phases import event_gaps, steady_sample
+from bench.phases import show as show_phases
 from starter import operations
 
 DUE_IN = timedelta(seconds=1)
@@ -60,7 +63,7 @@ async def submit_and_wait(kind: str, client: Client, job_id: str, handlers: list
         await handle.result()
 
 
-async def run_side(kind: str, seconds: float, loops: int) -> dict[str, Any]:
+async def run_side(kind: str, seconds: float, loops: int, phases: bool = False) -> dict[str, Any]:
     async with side() as (server, client, workers, records):
         worker = (
             workers.ours(server, records) if kind == "ours" else workers.baseline(server, records)
@@ -69,6 +72,7 @@ async def run_side(kind: str, seconds: float, loops: int) -> dict[str, Any]:
         cpu_before = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(server.process.pid)}
         handlers = load_handlers("bench.handlers").names()
         latencies: list[float] = []
+        completed: list[str] = []
         stop_at = time.monotonic() + seconds
 
         async def loop(lane: int) -> None:
@@ -77,6 +81,7 @@ async def run_side(kind: str, seconds: float, loops: int) -> dict[str, Any]:
                 started = time.monotonic()
                 await submit_and_wait(kind, client, f"s-{lane}-{n}", handlers)
                 latencies.append(time.monotonic() - started)
+                completed.append(f"s-{lane}-{n}")
                 n += 1
 
         began, jiffies = time.monotonic(), machine_jiffies()
@@ -87,6 +92,9 @@ async def run_side(kind: str, seconds: float, loops: int) -> dict[str, Any]:
             name: 1000 * (cpu_seconds(pid) - cpu_before[name]) / done
             for name, pid in (("worker", worker.pid), ("server", server.process.pid))
         }
+        gaps = await event_gaps(client, steady_sample(completed)) if phases else {}
+        if gaps:
+            show_phases(kind, gaps)
         return {
             "side": kind,
             "completed": len(latencies),
@@ -96,6 +104,7 @@ async def run_side(kind: str, seconds: float, loops: int) -> dict[str, Any]:
             "cpu_ms_per_job": cpu,
             # Idle share of the whole machine meanwhile: well above 0, the loop is not CPU-bound.
             "machine_idle": idle,
+            "phases_p50": {name: statistics.median(values) for name, values in gaps.items()},
         }
 
 
@@ -117,7 +126,7 @@ def show(row: dict[str, Any], label: str) -> None:
     )
 
 
-async def main(seconds: float, loops: int, peer: bool, rounds: int) -> None:
+async def main(seconds: float, loops: int, peer: bool, rounds: int, phases: bool) -> None:
     """``rounds`` rounds of ours and the baseline, alternating which goes first (the machine's
     drift then falls on both sides), each on a fresh server; the ratio is the median of the
     rounds' ratios. The peer, much faster and on another store, runs once."""
@@ -127,7 +136,7 @@ async def main(seconds: float, loops: int, peer: bool, rounds: int) -> None:
     for n in range(rounds):
         order = ("ours", "baseline") if n % 2 == 0 else ("baseline", "ours")
         for kind in order:
-            by_side[kind].append(await run_side(kind, seconds, loops))
+            by_side[kind].append(await run_side(kind, seconds, loops, phases))
             show(by_side[kind][-1], f"{kind} ({n + 1}/{rounds})")
         ratios.append(
             by_side["ours"][-1]["jobs_per_second"] / by_side["baseline"][-1]["jobs_per_second"]
@@ -162,5 +171,8 @@ if __name__ == "__main__":
     parser.add_argument("--loops", type=int, default=200)
     parser.add_argument("--peer", action="store_true", help="add procrastinate + PostgreSQL")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of ours and the baseline")
+    parser.add_argument(
+        "--phases", action="store_true", help="where a job's time went (bench/phases.py)"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.seconds, args.loops, args.peer, args.rounds))
+    asyncio.run(main(args.seconds, args.loops, args.peer, args.rounds, args.phases))
