@@ -78,10 +78,10 @@ async def run_side(kind: str, seconds: float, loops: int, phases: bool = False) 
         async def loop(lane: int) -> None:
             n = 0
             while time.monotonic() < stop_at:
-                started = time.monotonic()
-                await submit_and_wait(kind, client, f"s-{lane}-{n}", handlers)
+                job_id, started = f"s-{lane}-{n}", time.monotonic()
+                await submit_and_wait(kind, client, job_id, handlers)
                 latencies.append(time.monotonic() - started)
-                completed.append(f"s-{lane}-{n}")
+                completed.append(job_id)
                 n += 1
 
         began, jiffies = time.monotonic(), machine_jiffies()
