@@ -41,7 +41,14 @@ import procrastinate
 import psycopg
 from procrastinate.worker import FETCH_JOB_POLLING_INTERVAL
 
-from bench.common import ROOT, cpu_seconds, gather_limited, summary, wait_for_starts
+from bench.common import (
+    ROOT,
+    cpu_seconds,
+    gather_limited,
+    steady_rate,
+    summary,
+    wait_for_starts,
+)
 from bench.handlers import RECORDS_ENV, note_start
 from starter.dev.devserver import die_with_parent, free_port
 
@@ -277,27 +284,29 @@ class Watcher:
 
 
 async def sustained(
-    seconds: float, loops: int, poll: float = FETCH_JOB_POLLING_INTERVAL
+    seconds: float, loops: int, poll: float = FETCH_JOB_POLLING_INTERVAL, due_in: float = 1.0
 ) -> dict[str, Any]:
-    """``loops`` callers each defer a job due in 1 s and wait for it to succeed, repeating for
-    ``seconds``; the worker polls every ``poll`` seconds (default 5)."""
+    """``loops`` callers each defer a job due in ``due_in`` seconds (default 1) and wait for it
+    to succeed, repeating for ``seconds``; the worker polls every ``poll`` seconds (default 5)."""
     async with peer_side(poll) as (worker, _, postmaster):
         cpu_before = {"worker": cpu_seconds(worker.pid), "server": postgres_cpu_seconds(postmaster)}
         watcher = Watcher()
         watching = asyncio.create_task(watcher.run())
         latencies: list[float] = []
+        finished: list[float] = []  # monotonic completion times
         stop_at = time.monotonic() + seconds
 
         async def loop(lane: int) -> None:
             n = 0
             while time.monotonic() < stop_at:
                 started = time.monotonic()
-                due = time.time() + 1
+                due = time.time() + due_in
                 job_id = await noop.configure(
                     schedule_at=datetime.fromtimestamp(due, UTC)
                 ).defer_async(key=f"s-{lane}-{n}", scheduled=due)
                 await watcher.wait(job_id)
-                latencies.append(time.monotonic() - started)
+                finished.append(time.monotonic())
+                latencies.append(finished[-1] - started)
                 n += 1
 
         began = time.monotonic()
@@ -312,7 +321,8 @@ async def sustained(
             "side": "peer",
             "completed": len(latencies),
             "seconds": elapsed,
-            "jobs_per_second": len(latencies) / elapsed,
+            "jobs_per_second": steady_rate(finished, began, stop_at),
+            "overall_jobs_per_second": len(latencies) / elapsed,
             "latency": summary(latencies),
             "cpu_ms_per_job": {k: 1000 * (cpu_after[k] - cpu_before[k]) / done for k in cpu_after},
         }
