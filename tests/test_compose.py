@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from starter.api import is_loopback
-from starter.dev.devserver import PRIORITY_DYNAMIC_CONFIG, search_attribute_flags
+from starter.dev.devserver import SERVER_DYNAMIC_CONFIG, search_attribute_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -449,16 +449,17 @@ def test_each_script_check_can_fail(
 DYNAMIC_CONFIG = ROOT / "deploy" / "temporal" / "dynamicconfig.yaml"
 
 
-def priority_config_problems(compose: Compose, config: Any) -> list[str]:
+def server_config_problems(compose: Compose, config: Any) -> list[str]:
     """The server loads the mounted dynamic config file, and that file turns on what the dev
-    server we ship turns on (starter/dev/devserver.py PRIORITY_DYNAMIC_CONFIG), unscoped."""
+    server we ship turns on (starter/dev/devserver.py SERVER_DYNAMIC_CONFIG: priority,
+    fairness, the visibility rate), unscoped."""
     server = compose["services"]["temporal"]
     path = server.get("environment", {}).get("DYNAMIC_CONFIG_FILE_PATH")
     mounts = [str(v).split(":")[:2] for v in server.get("volumes", [])]
     problems = []
     if ["./deploy/temporal/dynamicconfig.yaml", path] not in mounts:
         problems.append(f"DYNAMIC_CONFIG_FILE_PATH {path!r} is not deploy/temporal's file")
-    for key, value in PRIORITY_DYNAMIC_CONFIG.items():
+    for key, value in SERVER_DYNAMIC_CONFIG.items():
         if not isinstance(config, dict) or config.get(key) != [{"value": value}]:
             problems.append(f"{key} is not set to {value!r} for every namespace")
     return problems
@@ -466,12 +467,12 @@ def priority_config_problems(compose: Compose, config: Any) -> list[str]:
 
 def test_the_compose_server_has_priority_and_fairness_on() -> None:
     config = yaml.safe_load(DYNAMIC_CONFIG.read_text())
-    assert priority_config_problems(load_compose(), config) == []
+    assert server_config_problems(load_compose(), config) == []
 
 
 @pytest.mark.parametrize(
     "breakage",
-    ["no fairness", "fairness off", "scoped", "not mounted", "other path"],
+    ["no fairness", "fairness off", "scoped", "not mounted", "other path", "visibility rate"],
 )
 def test_the_priority_config_check_can_fail(breakage: str) -> None:
     compose = load_compose()
@@ -485,6 +486,8 @@ def test_the_priority_config_check_can_fail(breakage: str) -> None:
         config["matching.useNewMatcher"][0]["constraints"] = {"namespace": "other"}
     elif breakage == "not mounted":
         server["volumes"] = []
+    elif breakage == "visibility rate":
+        del config["frontend.namespaceRPS.visibility"]
     else:
         server["environment"]["DYNAMIC_CONFIG_FILE_PATH"] = "/etc/temporal/other.yaml"
-    assert priority_config_problems(compose, config) != []
+    assert server_config_problems(compose, config) != []

@@ -411,6 +411,7 @@ def test_errors_are_the_library_ones() -> None:
         "JobExists": 4,
         "InvalidTransition": 5,
         "TemporalUnavailable": 6,
+        "TemporalBusy": 6,
     }
     assert all(issubclass(cls, JobsError) for cls in EXIT_CODES)
 

@@ -12,7 +12,8 @@ router's own 404/405, and a client that went away mid-body. None carries a stack
 413  too_large                body over the limit (refused before it is read)
 415  unsupported_media_type   a body that is not ``Content-Type: application/json``
 422  invalid                  invalid input: a list of ``{"field", "reason"}``
-503  unavailable              Temporal unreachable
+503  unavailable              Temporal unreachable, or busy (``Retry-After`` then says when
+                              to try again)
 500  internal                 a bug: the API log has the details
 ===  =======================  ==========================================================
 """
@@ -38,6 +39,7 @@ from starter.errors import (
     JobNotFound,
     JobsError,
     SpecError,
+    TemporalBusy,
     TemporalUnavailable,
 )
 
@@ -139,12 +141,20 @@ def documented_body(*codes: int) -> dict[int | str, dict[str, Any]]:
     return documented(*codes, 403, 413, 415, 422)
 
 
+def status_of(err: JobsError) -> tuple[int, ErrorKind]:
+    """The answer for the nearest class in ``ERRORS`` (a ``TemporalBusy`` is a 503 as every
+    ``TemporalUnavailable`` is); 500 for a JobsError nobody mapped."""
+    mapped = (ERRORS[cls] for cls in type(err).__mro__ if cls in ERRORS)
+    return next(mapped, (500, "internal"))
+
+
 async def jobs_error(request: Request, err: JobsError) -> JSONResponse:
-    status, kind = ERRORS.get(type(err), (500, "internal"))
+    status, kind = status_of(err)
     if isinstance(err, SpecError):
         problems = [FieldProblem(field=f, reason=r) for f, r in err.problems]
         return error_response(status, kind, problems)
-    return error_response(status, kind, str(err))
+    headers = {"Retry-After": str(err.retry_after)} if isinstance(err, TemporalBusy) else None
+    return error_response(status, kind, str(err), headers=headers)
 
 
 async def request_error(request: Request, err: RequestValidationError) -> JSONResponse:

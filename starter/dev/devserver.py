@@ -45,6 +45,15 @@ PRIORITY_DYNAMIC_CONFIG: dict[str, object] = {
     "matching.useNewMatcher": True,
     "matching.enableFairness": True,
 }
+# Visibility calls (listings, counts, page-token checks) are limited per namespace, 10 a second
+# per frontend by default. One board refresh makes up to 10 (a page and a count per column),
+# so beside an open board every `jobs list` waited on the limit, and a CI run's API listings
+# were refused outright (RESOURCE_EXHAUSTED). The stacks we ship allow 100 a second; a
+# refusal that still comes is a 503 with Retry-After (starter.errors.TemporalBusy).
+VISIBILITY_DYNAMIC_CONFIG: dict[str, object] = {"frontend.namespaceRPS.visibility": 100}
+# Everything `jobs dev`, the tests and the benchmarks set on their dev server; the compose
+# stack sets the same in deploy/temporal/dynamicconfig.yaml.
+SERVER_DYNAMIC_CONFIG = PRIORITY_DYNAMIC_CONFIG | VISIBILITY_DYNAMIC_CONFIG
 
 
 class ServerExited(RuntimeError):
@@ -84,7 +93,7 @@ class DevServer:
     ui_port: int | None = None  # None: headless
     wal: bool = True
     log_path: Path | None = None
-    # Extra dynamic config on top of PRIORITY_DYNAMIC_CONFIG (a key here overrides it).
+    # Extra dynamic config on top of SERVER_DYNAMIC_CONFIG (a key here overrides it).
     dynamic_config: dict[str, object] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
@@ -108,7 +117,7 @@ class DevServer:
             if self.wal:
                 cmd += ["--sqlite-pragma", "journal_mode=wal"]
         cmd += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
-        for key, value in (PRIORITY_DYNAMIC_CONFIG | self.dynamic_config).items():
+        for key, value in (SERVER_DYNAMIC_CONFIG | self.dynamic_config).items():
             cmd += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
         return cmd + search_attribute_flags()
 

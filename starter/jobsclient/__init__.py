@@ -25,6 +25,7 @@ from starter.jobsclient.errors import (
     JobNotFound,
     JobsError,
     SpecError,
+    TemporalBusy,
     TemporalUnavailable,
 )
 from starter.jobsclient.handle import SETTLED, JobHandle
@@ -50,5 +51,6 @@ __all__ = [
     "SpecError",
     "SyncJobHandle",
     "SyncJobsClient",
+    "TemporalBusy",
     "TemporalUnavailable",
 ]

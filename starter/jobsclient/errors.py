@@ -17,6 +17,9 @@ exception                  exit_code  raised when                               
                                       a finished job, requeue a job not dead)
 :class:`TemporalUnavailable` 6        Temporal cannot be reached, or no worker     503
                                       processed a control in time
+:class:`TemporalBusy`      6          a subclass: Temporal refused for load (a     503
+                                      rate limit); the same call a moment later
+                                      usually succeeds
 =========================  =========  ==========================================  ======
 
 Waiting in :meth:`~starter.jobsclient.JobHandle.result` past its ``timeout`` raises the
@@ -31,6 +34,7 @@ from starter.errors import (
     JobNotFound,
     JobsError,
     SpecError,
+    TemporalBusy,
     TemporalUnavailable,
 )
 
@@ -41,6 +45,7 @@ __all__ = [
     "JobNotFound",
     "JobsError",
     "SpecError",
+    "TemporalBusy",
     "TemporalUnavailable",
 ]
 
@@ -54,5 +59,6 @@ EXIT_CODES: dict[type[JobsError], int] = {
         JobExists,
         InvalidTransition,
         TemporalUnavailable,
+        TemporalBusy,
     )
 }

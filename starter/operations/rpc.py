@@ -12,7 +12,13 @@ from datetime import timedelta
 
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.errors import InvalidTransition, JobNotFound, SpecError, TemporalUnavailable
+from starter.errors import (
+    InvalidTransition,
+    JobNotFound,
+    SpecError,
+    TemporalBusy,
+    TemporalUnavailable,
+)
 
 QUERY_TIMEOUT = timedelta(seconds=10)
 
@@ -30,6 +36,8 @@ async def temporal_errors(job_id: str | None = None) -> AsyncIterator[None]:
             raise SpecError([("request", err.message)]) from err
         if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             raise TemporalUnavailable(f"Temporal is unreachable: {err.message}") from err
+        if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+            raise TemporalBusy(f"Temporal is busy ({err.message}); try again shortly") from err
         raise
 
 
