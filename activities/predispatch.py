@@ -32,6 +32,7 @@ from temporalio import activity
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
+from activities.gc_pause import START_WINDOW
 from activities.server_clock import ServerClock
 from connection.client import check_serving
 from workflows.models import JOB_STATUS, HeartbeatState, JobStatus, RunJobResult
@@ -143,12 +144,14 @@ async def wait_for_run_at(
     lease: float,
     liveness: ServerLiveness,
     commit: Callable[[], Awaitable[None]],
+    near: Callable[[], None],
 ) -> RunJobResult | None:
     """Wait (heartbeating) until run_at; a result instead if the job no longer wants to run.
 
     ``commit`` records the attempt's start (appending its record to ``state``) once the check
     before run_at has passed, or at once when the attempt arrived later than that check. A
-    result returned after it leaves the record out: its handler never ran."""
+    result returned after it leaves the record out: its handler never ran. ``near`` is called
+    START_WINDOW before run_at (the attempt's start window opens: :mod:`activities.gc_pause`)."""
     # A wait the lease covers sends no heartbeat: the start record is the first.
     wait = (run_at - clock.started).total_seconds()
     beat = None if lease_covers(wait, lease) else lease
@@ -161,7 +164,7 @@ async def wait_for_run_at(
 
     try:
         ahead = check_ahead(wait, random.random())
-        until_check = (run_at - clock.now()).total_seconds() - ahead
+        until_check = seconds_until(run_at, clock) - ahead
         if until_check > 0:
             await sleep_heartbeating(until_check, state, beat)
             verdict = await still_wanted()
@@ -169,9 +172,13 @@ async def wait_for_run_at(
                 return early(verdict)
         committed = True  # the record joins the log before its round trip: a cancel during
         await commit()  # it must take it out again
-        until_fresh = (run_at - clock.now()).total_seconds() - FRESH_ANSWER
-        await sleep_heartbeating(until_fresh, state, beat)
-        waited = await heard_by(run_at, clock, liveness)
+        loop = asyncio.get_running_loop()
+        opening = loop.call_later(max(seconds_until(run_at, clock) - START_WINDOW, 0.0), near)
+        try:
+            await sleep_heartbeating(seconds_until(run_at, clock) - FRESH_ANSWER, state, beat)
+            waited = await heard_by(run_at, clock, liveness)
+        finally:
+            opening.cancel()  # a window opened stays open until the attempt closes it
         if waited > LIVENESS_WINDOW:  # the server was silent: it may have moved on meanwhile
             log.warning(
                 "job %s: server silent at run_at for %.1fs", activity.info().workflow_id, waited
@@ -187,6 +194,10 @@ async def wait_for_run_at(
             return early("handed_over")
         raise
     return None
+
+
+def seconds_until(run_at: datetime, clock: ServerClock) -> float:
+    return (run_at - clock.now()).total_seconds()
 
 
 async def ready_at_once(liveness: ServerLiveness, arrived: float) -> Verdict | None:
@@ -220,7 +231,7 @@ async def heard_by(run_at: datetime, clock: ServerClock, liveness: ServerLivenes
     The check is asked FRESH_ANSWER / 2 before run_at, so the answer is usually in by run_at,
     and an attempt due within that half of another's shares its probe."""
     now = time.monotonic()
-    run_at_here = now + (run_at - clock.now()).total_seconds()
+    run_at_here = now + seconds_until(run_at, clock)
     # The clock is never ahead of the server's: this local moment is at or after run_at -
     # FRESH_ANSWER on the server.
     fresh_from = max(run_at_here, now) - FRESH_ANSWER

@@ -18,7 +18,9 @@ Pre-dispatch: a job reaches a worker up to its ``dispatch_lead`` (30 s) before r
 attempt waits there until run_at by the server's clock, checks once (3-9 s ahead, or half its
 wait ahead when it waits longer than 30 s) that the job still wants to run, records its start
 then (unless it arrived within 3 s of run_at), and starts the handler on time
-(:mod:`activities.predispatch`).
+(:mod:`activities.predispatch`). From a second before run_at (or from arrival, for an attempt
+that starts at once) until its handler starts, the worker collects only Python's youngest
+garbage generation, so no long collection pass delays a herd's starts (:mod:`activities.gc_pause`).
 
 Budget: Temporal's RetryPolicy allows the round's attempts plus a few in reserve, and this
 activity counts the attempts that reached the handler, refusing to run past ``max_attempts``.
@@ -67,6 +69,7 @@ from activities.attempt_outcome import (
 )
 from activities.context import HandlerRegistry, JobContext, PermanentError
 from activities.dead_alert import RoundEndAlert
+from activities.gc_pause import StartWindow
 from activities.predispatch import (
     GO_CHECK_TIMEOUT,
     SDK_THROTTLE,
@@ -174,11 +177,31 @@ class JobActivities:
             raise attempts_exhausted(state, job.spec.max_attempts)
         clock = ServerClock(info.started_time, self.timeline)
         self.liveness.watch(activity.client())
+        window = StartWindow()  # no full garbage collection until its handler starts
+        try:
+            return await self._wait_and_attempt(job, state, spent, clock, window, arrived)
+        finally:
+            window.end()
+
+    async def _wait_and_attempt(
+        self,
+        job: RunJobInput,
+        state: HeartbeatState,
+        spent: int,
+        clock: ServerClock,
+        window: StartWindow,
+        arrived: float,
+    ) -> RunJobResult:
+        """The attempt once its budget is checked: at once, or at run_at if pre-dispatched."""
+        info = activity.info()
         if job.not_before is None:  # nothing is recorded before its handler (ready_at_once)
+            window.begin()
             verdict = await ready_at_once(self.liveness, arrived)
             if verdict is not None:
                 return RunJobResult(attempts=state.attempts, **{verdict: True})
-            return await self._attempt(job, state, None, spent + 1, clock, due_at(info, job))
+            return await self._attempt(
+                job, state, None, spent + 1, clock, due_at(info, job), window
+            )
         # Pre-dispatched: the start is recorded at the check before run_at (predispatch),
         # unless the attempt began after that check's earliest moment (starts_at_once).
         not_before = job.not_before
@@ -192,11 +215,11 @@ class JobActivities:
                 await self._record_start(job, state)
 
         early = await wait_for_run_at(
-            not_before, clock, state, job.spec.lease, self.liveness, commit
+            not_before, clock, state, job.spec.lease, self.liveness, commit, window.begin
         )
         if early is not None:
             return early
-        return await self._attempt(job, state, opened, spent + 1, clock, due_at(info, job))
+        return await self._attempt(job, state, opened, spent + 1, clock, due_at(info, job), window)
 
     def _open(self, job: RunJobInput, state: HeartbeatState, started_at: datetime) -> AttemptLog:
         """This attempt's record in the round's log, running from ``started_at``."""
@@ -220,11 +243,12 @@ class JobActivities:
         number_in_round: int,
         clock: ServerClock,
         due: datetime,
+        window: StartWindow,
     ) -> RunJobResult:
         """Run the handler once, recording the attempt (in the job's log and the metrics);
         ``opened``: its record, opened at the check before run_at (None: open it now). The
         server hears of a record not sent at that check with the first heartbeat, a second
-        into the handler, or with the attempt's end."""
+        into the handler, or with the attempt's end. ``window`` closes as the handler starts."""
         spec = job.spec
         attempt = opened or self._open(job, state, clock.now())
         ending: Ending
@@ -236,6 +260,7 @@ class JobActivities:
                 beat=lambda: activity.heartbeat(state),
                 every=spec.lease * SDK_THROTTLE / 2,
             ):
+                window.end()
                 attempt.restart(clock.now())
                 metrics.record_start(spec.handler, attempt.record.started_at - due)
                 ctx = job_context(spec, attempt.record, state, self.worker)

@@ -184,3 +184,21 @@ def ignore_cancel(ctx: JobContext) -> dict[str, Any]:
     time.sleep(float(ctx.payload.get("after", 1)))
     _mark(ctx, "done", cancelled=ctx.cancelled)
     return {"finished": True}
+
+
+@handler("test.gc_state")
+async def gc_state(ctx: JobContext) -> dict[str, Any]:
+    """The collector's state as the handler starts and after an async sleep of
+    payload.seconds (this worker runs in the test's process): open start windows and the gc
+    thresholds."""
+    import asyncio
+    import gc
+
+    from activities.gc_pause import OLD_COLLECTIONS
+
+    def state() -> dict[str, Any]:
+        return {"open": OLD_COLLECTIONS.open, "thresholds": list(gc.get_threshold())}
+
+    at_start = state()
+    await asyncio.sleep(float(ctx.payload.get("seconds", 0)))
+    return {"start": at_start, "end": state()}
