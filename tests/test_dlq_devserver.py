@@ -7,7 +7,6 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,10 +17,10 @@ from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
 from temporalio.client import Client, WorkflowHandle
 
 from activities.registry import load_handlers
-from connection.client import connect
 from starter import dlq, operations
 from starter.dev.devserver import DevServer
 from tests.helpers.cli import jobs_here_blocking as ask
+from tests.helpers.own_server import module_dev_server
 from tests.helpers.poll import eventually
 from tests.helpers.processes import (
     Workers,
@@ -36,20 +35,9 @@ from workflows.backoff import retry_delay_bounds
 from workflows.models import DlqState, JobStatus
 from workflows.names import DLQ_WORKFLOW_ID
 
-
-@pytest.fixture(scope="module")
-async def dev_server() -> AsyncIterator[DevServer]:
-    """A server of this module's own: these tests list every dead job, so the dead jobs other
-    modules leave on the session's server must not be there."""
-    server = DevServer(db_file=None)
-    await server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-async def dev_client(dev_server: DevServer) -> Client:
-    return await connect(dev_server.address, "default")
+# A server of this module's own: these tests list every dead job, so the dead jobs other
+# modules leave on the session's server must not be there.
+dev_server, dev_client = module_dev_server()
 
 
 pytestmark = pytest.mark.devserver

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from connection.client import connect
 from starter.dev.devserver import DevServer
 from starter.jobsclient import JobsClient
+from tests.helpers.own_server import module_dev_server
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers
 
@@ -131,18 +130,8 @@ async def all_started(path: Path, count: int) -> list[str]:
     return order
 
 
-@pytest.fixture(scope="module")
-async def dev_server() -> AsyncIterator[DevServer]:
-    """This module's own dev server: the session's, with one partition per task queue."""
-    server = DevServer(db_file=None, dynamic_config=ONE_PARTITION)
-    await server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-async def dev_client(dev_server: DevServer) -> Client:
-    return await connect(dev_server.address, "default")
+# This module's own dev server: the session's, with one partition per task queue.
+dev_server, dev_client = module_dev_server(ONE_PARTITION)
 
 
 @pytest.fixture

@@ -14,18 +14,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from temporalio.client import Client
 
-from connection.client import connect
 from starter import operations
 from starter.api import create_app
 from starter.api.errors import ErrorBody
 from starter.api.guards import LOOPBACK_HOSTS
-from starter.dev.devserver import DevServer
+from tests.helpers.own_server import module_dev_server
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import (
     NORMAL_JOB_DEADLINE,
@@ -42,18 +40,8 @@ BURST = 20  # requests at once; at one call a second, at most ~4 fit in a token 
 FORGED = operations.encode_token(b"\x00" * 40)  # passes the checksum; the server refuses it
 
 
-@pytest.fixture(scope="module")
-async def dev_server() -> AsyncIterator[DevServer]:
-    """This module's own dev server: the session's, with one visibility call a second."""
-    server = DevServer(db_file=None, dynamic_config=ONE_LISTING_A_SECOND)
-    await server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-async def dev_client(dev_server: DevServer) -> Client:
-    return await connect(dev_server.address, "default")
+# This module's own dev server: the session's, with one visibility call a second.
+dev_server, dev_client = module_dev_server(ONE_LISTING_A_SECOND)
 
 
 def check_answer(answer: httpx.Response) -> None:
