@@ -177,7 +177,7 @@ class JobActivities:
             raise attempts_exhausted(state, job.spec.max_attempts)
         clock = ServerClock(info.started_time, self.timeline)
         self.liveness.watch(activity.client())
-        window = StartWindow()  # no full garbage collection until its handler starts
+        window = StartWindow()  # older garbage generations wait for its handler (gc_pause)
         try:
             return await self._wait_and_attempt(job, state, spent, clock, window, arrived)
         finally:
