@@ -172,10 +172,10 @@ async def wait_for_run_at(
                 return early(verdict)
         committed = True  # the record joins the log before its round trip: a cancel during
         await commit()  # it must take it out again
-        loop = asyncio.get_running_loop()
-        opening = loop.call_later(max(seconds_until(run_at, clock) - START_WINDOW, 0.0), near)
+        left = seconds_until(run_at, clock)
+        opening = asyncio.get_running_loop().call_later(max(left - START_WINDOW, 0.0), near)
         try:
-            await sleep_heartbeating(seconds_until(run_at, clock) - FRESH_ANSWER, state, beat)
+            await sleep_heartbeating(left - FRESH_ANSWER, state, beat)
             waited = await heard_by(run_at, clock, liveness)
         finally:
             opening.cancel()  # a window opened stays open until the attempt closes it

@@ -27,10 +27,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from connection.client import connect
 from starter.dev.binaries import test_server
 from starter.dev.devserver import DevServer
 from tests.helpers.api import Stack
+from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.drills import FULL, ROWS_ENV, drill_rows, render_report
 from tests.helpers.processes import Api, Workers, cli_env
 from tests.helpers.temporal import end_singletons
@@ -77,18 +77,8 @@ async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest.fixture(scope="session")
-async def dev_server() -> AsyncIterator[DevServer]:
-    """In memory, for speed; the drills use a SQLite file (tests/helpers/sqlite_fixtures.py)."""
-    server = DevServer(db_file=None)
-    await server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-async def dev_client(dev_server: DevServer) -> Client:
-    return await connect(dev_server.address, "default")
+# The session's dev server and its client (tests/helpers/dev_servers.py).
+dev_server, dev_client = dev_server_fixtures("session")
 
 
 @pytest.fixture

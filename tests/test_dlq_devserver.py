@@ -20,7 +20,7 @@ from activities.registry import load_handlers
 from starter import dlq, operations
 from starter.dev.devserver import DevServer
 from tests.helpers.cli import jobs_here_blocking as ask
-from tests.helpers.own_server import module_dev_server
+from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.poll import eventually
 from tests.helpers.processes import (
     Workers,
@@ -37,7 +37,7 @@ from workflows.names import DLQ_WORKFLOW_ID
 
 # A server of this module's own: these tests list every dead job, so the dead jobs other
 # modules leave on the session's server must not be there.
-dev_server, dev_client = module_dev_server()
+dev_server, dev_client = dev_server_fixtures("module")
 
 
 pytestmark = pytest.mark.devserver

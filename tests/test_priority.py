@@ -30,7 +30,7 @@ from temporalio.client import Client
 
 from starter.dev.devserver import DevServer
 from starter.jobsclient import JobsClient
-from tests.helpers.own_server import module_dev_server
+from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers
 
@@ -131,7 +131,7 @@ async def all_started(path: Path, count: int) -> list[str]:
 
 
 # This module's own dev server: the session's, with one partition per task queue.
-dev_server, dev_client = module_dev_server(ONE_PARTITION)
+dev_server, dev_client = dev_server_fixtures("module", ONE_PARTITION)
 
 
 @pytest.fixture

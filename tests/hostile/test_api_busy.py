@@ -23,7 +23,7 @@ from starter import operations
 from starter.api import create_app
 from starter.api.errors import ErrorBody
 from starter.api.guards import LOOPBACK_HOSTS
-from tests.helpers.own_server import module_dev_server
+from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import (
     NORMAL_JOB_DEADLINE,
@@ -41,7 +41,7 @@ FORGED = operations.encode_token(b"\x00" * 40)  # passes the checksum; the serve
 
 
 # This module's own dev server: the session's, with one visibility call a second.
-dev_server, dev_client = module_dev_server(ONE_LISTING_A_SECOND)
+dev_server, dev_client = dev_server_fixtures("module", ONE_LISTING_A_SECOND)
 
 
 def check_answer(answer: httpx.Response) -> None:
