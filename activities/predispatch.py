@@ -12,7 +12,9 @@ that arrives within GO_CHECK_AHEAD of run_at (or after it) records nothing befor
 
 An attempt that only waits sends no heartbeat when its lease covers the wait
 (:func:`lease_covers`: the default 30 s lead in a 60 s lease), else beats at the SDK's own
-cadence; a cancel then is caught by its check before run_at. No handler starts until the
+cadence, its last beat at a random moment of the last LAST_BEAT_SHARE of its lease before
+run_at (:func:`last_beat_ahead`: a herd's beats do not land together just before it); a
+cancel then is caught by its check before run_at. No handler starts until the
 server has answered a health check sent at most FRESH_ANSWER before run_at (:func:`heard_by`,
 asked a little ahead so the answer is usually in by run_at; one probe shared by the attempts
 due together): its outcome could not be recorded otherwise.
@@ -50,6 +52,8 @@ GO_CHECK_TIMEOUT = 10.0
 LIVENESS_PING = 0.25
 LIVENESS_WINDOW = 1.0
 FRESH_ANSWER = 0.1
+# A waiting attempt's last heartbeat falls up to this share of its lease before run_at.
+LAST_BEAT_SHARE = 0.45
 
 Verdict = Literal["withdrawn", "cancelled", "handed_over"]
 
@@ -71,17 +75,32 @@ def lease_covers(wait: float, lease: float) -> bool:
     return wait + GO_CHECK_TIMEOUT <= lease * SDK_THROTTLE
 
 
-async def sleep_heartbeating(seconds: float, state: HeartbeatState, lease: float | None) -> None:
+async def sleep_heartbeating(
+    seconds: float, state: HeartbeatState, lease: float | None, last_beat_ahead: float = 0.0
+) -> None:
     """Wait, holding the lease at the SDK's default cadence (no handler runs: no cancel to
-    hurry, and no heartbeat beyond what the lease needs); ``lease`` None: the lease covers
-    the whole wait (:func:`lease_covers`), so no heartbeat at all."""
+    hurry, and no heartbeat beyond what the lease needs), the last beat ``last_beat_ahead``
+    seconds before the wait ends (0: at its end); ``lease`` None: the lease covers the whole
+    wait (:func:`lease_covers`), so no heartbeat at all."""
     if lease is None:
         await asyncio.sleep(max(seconds, 0.0))
         return
     end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0:
+    last_beat = end - last_beat_ahead
+    while (left := last_beat - time.monotonic()) > 0:
         await asyncio.sleep(min(left, lease * SDK_THROTTLE))
         activity.heartbeat(state)
+    await asyncio.sleep(max(end - time.monotonic(), 0.0))
+
+
+def last_beat_ahead(lease: float, draw: float) -> float:
+    """How long before run_at a waiting attempt beats for the last time; ``draw`` in [0, 1].
+    A herd's attempts wait for the same instant: beating at its end, 5,000 of them sent their
+    beats in the same tenth of a second before run_at (0.4 s of the worker's time, and the
+    server's, just as the handlers were due). Spread over LAST_BEAT_SHARE of the lease
+    instead, and the lease still has more than half its length at run_at: the slot wait that
+    follows beats within SDK_THROTTLE / 2 of it (``JobActivities._attempt``)."""
+    return lease * LAST_BEAT_SHARE * draw
 
 
 class ServerLiveness:
@@ -119,14 +138,22 @@ class ServerLiveness:
             await self._check()
             await asyncio.sleep(LIVENESS_PING)
 
+    def ask(self, moment: float) -> None:
+        """Have a health check sent at or after ``moment`` (monotonic) on its way, unless
+        one is answered or under way: the attempts due together share it."""
+        if self.last_ok >= moment:
+            return
+        if self._probe is None or self._probe.done() or self._probe_sent < moment:
+            self._probe_sent = time.monotonic()
+            self._probe = asyncio.create_task(self._check())
+
     async def heard_since(self, moment: float) -> float:
         """Wait until the server has answered a health check sent at or after ``moment``
         (monotonic); the seconds waited. Attempts that ask together share one probe."""
         began = time.monotonic()
         while self.last_ok < moment:
-            if self._probe is None or self._probe.done() or self._probe_sent < moment:
-                self._probe_sent = time.monotonic()
-                self._probe = asyncio.create_task(self._check())
+            self.ask(moment)
+            assert self._probe is not None
             if not await asyncio.shield(self._probe):
                 await asyncio.sleep(0.1)  # silent or refused: ask again
         return time.monotonic() - began
@@ -174,9 +201,13 @@ async def wait_for_run_at(
         await commit()  # it must take it out again
         left = seconds_until(run_at, clock)
         opening = asyncio.get_running_loop().call_later(max(left - START_WINDOW, 0.0), near)
+        ahead_of_end = last_beat_ahead(lease, random.random())
+
+        async def hold(seconds: float) -> None:
+            await sleep_heartbeating(seconds, state, beat, ahead_of_end)
+
         try:
-            await sleep_heartbeating(left - FRESH_ANSWER, state, beat)
-            waited = await heard_by(run_at, clock, liveness)
+            waited = await heard_by(run_at, clock, liveness, hold)
         finally:
             opening.cancel()  # a window opened stays open until the attempt closes it
         if waited > LIVENESS_WINDOW:  # the server was silent: it may have moved on meanwhile
@@ -225,23 +256,31 @@ async def ready_at_once(liveness: ServerLiveness, arrived: float) -> Verdict | N
         raise
 
 
-async def heard_by(run_at: datetime, clock: ServerClock, liveness: ServerLiveness) -> float:
-    """Wait until run_at and until the server has answered a health check sent at most
-    FRESH_ANSWER before it (and at most that long ago); the seconds waited for the answer.
-    The check is asked FRESH_ANSWER / 2 before run_at, so the answer is usually in by run_at,
-    and an attempt due within that half of another's shares its probe."""
+async def heard_by(
+    run_at: datetime,
+    clock: ServerClock,
+    liveness: ServerLiveness,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> float:
+    """Wait (by ``sleep``) until run_at and until the server has answered a health check sent
+    at most FRESH_ANSWER before it (and at most that long ago); the seconds waited for the
+    answer. The check is asked FRESH_ANSWER / 2 before run_at, so the answer is usually in by
+    run_at, and an attempt due within that half of another's shares its probe."""
     now = time.monotonic()
     run_at_here = now + seconds_until(run_at, clock)
     # The clock is never ahead of the server's: this local moment is at or after run_at -
     # FRESH_ANSWER on the server.
     fresh_from = max(run_at_here, now) - FRESH_ANSWER
-    await asyncio.sleep(max(fresh_from + FRESH_ANSWER / 2 - now, 0.0))
-    heard = asyncio.create_task(liveness.heard_since(fresh_from))
+    # A callback, not a task per attempt: a herd's attempts wake once, at run_at, and find
+    # the shared answer in.
+    asking = asyncio.get_running_loop().call_later(
+        max(fresh_from + FRESH_ANSWER / 2 - now, 0.0), liveness.ask, fresh_from
+    )
     try:
-        await asyncio.sleep(max(run_at_here - time.monotonic(), 0.0))
-        return await heard
+        await sleep(max(run_at_here - time.monotonic(), 0.0))
+        return await liveness.heard_since(fresh_from)
     finally:
-        heard.cancel()
+        asking.cancel()
 
 
 async def still_wanted() -> Verdict | None:
