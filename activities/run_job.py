@@ -90,6 +90,8 @@ CANCEL_GRACE_SECONDS = 5.0
 # attempt's record reaches the server, in the first heartbeat: status shows that it runs (from
 # Temporal's pending activity), the record adds its worker and the cancel promise.
 START_RECORD_GRACE = 1.0
+# The longest an attempt whose handler ended holds its report while others wait for a slot.
+REPORT_HOLD = 1.0
 # The most a cancel takes to reach a running handler, unless the worker says otherwise
 # (JOBS_CANCEL_LATENCY, worker.py): the heartbeat cadence while a handler runs.
 DEFAULT_CANCEL_LATENCY = 10.0
@@ -271,7 +273,19 @@ class JobActivities:
             ending = PermanentFailure(err, self.round_end_alert)
         except Exception as err:  # a handler's SystemExit & co arrive as HandlerAborted
             ending = failed_ending(err, number_in_round, spec, self.round_end_alert)
+        await self._after_queued_starts()
         return await ending.settle(attempt, spec)
+
+    async def _after_queued_starts(self) -> None:
+        """Let the attempts queued for a slot start before this one reports (SlotGate, starts
+        first), for at most REPORT_HOLD. A cancel meanwhile changes nothing: the handler has
+        ended, and its ending is what the server must hear."""
+        try:
+            await self.slots.no_one_waiting(REPORT_HOLD)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
 
     async def _handle(self, job: RunJobInput, ctx: JobContext, state: HeartbeatState) -> Any:
         """The handler's result, within the job's timeout and storable as JSON."""

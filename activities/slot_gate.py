@@ -20,6 +20,12 @@ another key's next job wait for one of them to end. ``key_limit`` (``JOBS_SLOTS_
 keeps headroom instead: no fairness key holds more than that many slots at once, so the rest
 stay free for other keys, idle when no other key has work (jobs without a key are not
 limited). Whenever a slot is free, no waiter that may take it is waiting.
+
+Starts first: an attempt whose handler has ended reports its outcome only once no attempt
+waits for a slot (:meth:`SlotGate.no_one_waiting`), for at most a bound. Its slot is already
+back, so holding the report costs the attempt's caller only that wait, while the reports'
+work (the result's encoding, the SDK's completion) no longer runs between a herd's starts:
+5,000 due together started over 2.5 s, 40% of the worker's time then going to reports.
 """
 
 from __future__ import annotations
@@ -90,12 +96,28 @@ class SlotGate:
         self.held: Counter[str] = Counter()
         self._levels: dict[int, _Level] = {}
         self._seq = itertools.count()
+        self._queued = 0
+        self._none_queued = asyncio.Event()
+        self._none_queued.set()
 
     def may_take(self, key: str) -> bool:
         return not key or self.key_limit is None or self.held[key] < self.key_limit
 
     def waiting(self) -> int:
-        return sum(len(q) for level in self._levels.values() for q in level.queues.values())
+        return self._queued
+
+    async def no_one_waiting(self, bound: float) -> None:
+        """Return once no attempt waits for a slot, or after ``bound`` seconds."""
+        if self._queued:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._none_queued.wait(), bound)
+
+    def _count(self, change: int) -> None:
+        self._queued += change
+        if self._queued:
+            self._none_queued.clear()
+        else:
+            self._none_queued.set()
 
     @contextlib.asynccontextmanager
     async def slot(
@@ -144,6 +166,7 @@ class SlotGate:
             next(self._seq), key, fairness_weight, asyncio.get_running_loop().create_future()
         )
         self._levels.setdefault(priority, _Level()).add(key, waiter)
+        self._count(+1)
         try:
             while not waiter.granted.done():
                 await asyncio.wait({waiter.granted}, timeout=every if beat is not None else None)
@@ -171,6 +194,7 @@ class SlotGate:
                 continue
             if not level.queues:
                 del self._levels[priority]
+            self._count(-1)
             self.held[waiter.key] += 1
             waiter.granted.set_result(None)
             return
@@ -181,5 +205,6 @@ class SlotGate:
         if level is None or waiter not in level.queues.get(key, ()):
             return
         level.remove(key, waiter)
+        self._count(-1)
         if not level.queues:
             del self._levels[priority]
