@@ -1,12 +1,14 @@
 """Herd: N one-shot jobs due in the same second, scheduled ``--ahead`` seconds before.
 
-    python -m bench.herd [--jobs 1000 5000] [--ahead 60] [--peer] [--sides ours ...]
+    python -m bench.herd [--jobs 1000 5000] [--ahead 60 [300]] [--peer] [--sides ours ...]
 
 For each size, ours (``jobs worker``, defaults but a prefetch that fits the herd) and the
 baseline (timer + activity, SDK-default worker) each get a fresh dev server (SQLite file, WAL)
 and the same herd. Fire lag is the handler's start minus run_at; drain is when the last handler
 started. ``--peer`` adds procrastinate on a local PostgreSQL (bench/peer.py, 1 s poll);
-``--sides`` runs only the sides named (e.g. ``--sides ours`` to compare two checkouts).
+``--sides`` runs only the sides named (e.g. ``--sides ours`` to compare two checkouts);
+``--ahead`` is the notice for every size, or one per size (``--jobs 1000 2000 5000 --ahead 60
+60 300``).
 Prints a table and writes JSON under bench/results/.
 """
 
@@ -78,10 +80,19 @@ async def run_side(kind: str, count: int, ahead: float) -> dict[str, Any]:
 SIDES = ("ours", "baseline", "peer")
 
 
-async def main(sizes: list[int], ahead: float, sides: list[str]) -> None:
+def notice_per_size(sizes: list[int], aheads: list[float]) -> list[float]:
+    """``--ahead``: one notice for every size, or one per size, in order."""
+    if len(aheads) == 1:
+        return aheads * len(sizes)
+    if len(aheads) != len(sizes):
+        raise SystemExit(f"--ahead takes one value or one per size ({len(sizes)})")
+    return aheads
+
+
+async def main(sizes: list[int], aheads: list[float], sides: list[str]) -> None:
     os.environ["JOBS_TASK_QUEUE"] = OURS_QUEUE  # where operations.start puts our jobs
     rows = []
-    for count in sizes:
+    for count, ahead in zip(sizes, aheads, strict=True):
         for kind in sides:
             if kind == "peer":
                 from bench import peer as procrastinate_peer  # needs the `peer` extra
@@ -89,25 +100,28 @@ async def main(sizes: list[int], ahead: float, sides: list[str]) -> None:
                 row = await procrastinate_peer.herd(count, ahead, procrastinate_peer.TUNED_POLL)
             else:
                 row = await run_side(kind, count, ahead)
-            rows.append(row)
+            rows.append({**row, "ahead": ahead})
             lag = row["lag"] or {}
             print(
-                f"{kind:9} {count:6} jobs: fire lag p50 {lag.get('p50', 0):7.2f}s "
+                f"{kind:9} {count:6} jobs, {ahead:g}s notice: "
+                f"fire lag p50 {lag.get('p50', 0):7.2f}s "
                 f"p95 {lag.get('p95', 0):7.2f}s p99 {lag.get('p99', 0):7.2f}s "
                 f"max {lag.get('max', 0):7.2f}s drain {row['drain_seconds'] or 0:7.2f}s "
                 f"(scheduled in {row['schedule_seconds']:.1f}s, early {row['early']})",
                 flush=True,
             )
-    path = write_result("herd", {"ahead": ahead, "rows": rows})
+    path = write_result("herd", {"ahead": aheads, "rows": rows})
     print(f"wrote {path}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1000, 5000])
-    parser.add_argument("--ahead", type=float, default=60)
+    parser.add_argument(
+        "--ahead", type=float, nargs="+", default=[60], help="notice: one, or one per size"
+    )
     parser.add_argument("--peer", action="store_true", help="add procrastinate + PostgreSQL")
     parser.add_argument("--sides", nargs="+", choices=SIDES, help="only these sides")
     args = parser.parse_args()
     chosen = args.sides or [kind for kind in SIDES if args.peer or kind != "peer"]
-    asyncio.run(main(args.jobs, args.ahead, chosen))
+    asyncio.run(main(args.jobs, notice_per_size(args.jobs, args.ahead), chosen))

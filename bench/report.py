@@ -46,14 +46,16 @@ def herd_section(herd: dict[str, Any]) -> list[str]:
             [
                 r["side"],
                 f"{r['jobs']:,}",
+                f"{r.get('ahead', herd['ahead']):g}",
                 f"{r['started']:,}",
                 *(f"{lag.get(p, 0):.2f}" for p in ("p50", "p95", "p99", "max")),
                 f"{r['drain_seconds'] or 0:.1f}",
                 str(r["early"]),
             ]
         )
-    header = ["side", "jobs", "fired", "lag p50 s", "p95 s", "p99 s", "max s", "drain s", "early"]
-    title = f"### Herd: jobs due in the same second, scheduled {herd['ahead']:g} s ahead"
+    header = ["side", "jobs", "notice s", "fired", "lag p50 s", "p95 s", "p99 s", "max s"]
+    header += ["drain s", "early"]
+    title = "### Herd: jobs due in the same second, scheduled ahead by the notice"
     return [title, "", *table(header, rows), ""]
 
 
