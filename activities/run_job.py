@@ -35,7 +35,8 @@ heartbeats per hour of handler run time. An attempt that only waits for its run_
 more than its lease needs (:mod:`activities.predispatch`).
 
 How an attempt ends (success, cancel, handover, lost, permanent or retried failure) is one
-type per shape in :mod:`activities.attempt_endings`.
+type per shape in :mod:`activities.attempt_endings`. Its report waits, at most REPORT_HOLD,
+until no attempt waits for a handler slot: starts first (:mod:`activities.slot_gate`).
 
 Metrics (:mod:`activities.metrics`): each attempt that reaches its handler counts as started
 with its fire lag (handler start minus when the attempt was due, see :func:`due_at`), and as
