@@ -23,6 +23,7 @@ due together): its outcome could not be recorded otherwise.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -201,11 +202,8 @@ async def wait_for_run_at(
         await commit()  # it must take it out again
         left = seconds_until(run_at, clock)
         opening = asyncio.get_running_loop().call_later(max(left - START_WINDOW, 0.0), near)
-        ahead_of_end = last_beat_ahead(lease, random.random())
-
-        async def hold(seconds: float) -> None:
-            await sleep_heartbeating(seconds, state, beat, ahead_of_end)
-
+        last = last_beat_ahead(lease, random.random())
+        hold = functools.partial(sleep_heartbeating, state=state, lease=beat, last_beat_ahead=last)
         try:
             waited = await heard_by(run_at, clock, liveness, hold)
         finally:
