@@ -68,6 +68,7 @@ from activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
 from activities.notify import attempt_notifier_from_env, notifier_from_env
 from activities.registry import HandlerModuleError, HandlerRegistry, load_handlers
 from activities.run_job import DEFAULT_CANCEL_LATENCY, JobActivities
+from connection import build
 from connection.client import connect, task_queue
 from connection.errors import SpecError
 from workflows import inbox, names
@@ -266,6 +267,9 @@ def build_worker(
         # this); the handler loop beats as often (see JobActivities.beat_every).
         max_heartbeat_throttle_interval=timedelta(seconds=settings.cancel_latency),
         identity=settings.identity,
+        # The build starters preset in each job's BuildIds (connection.build): the first
+        # workflow task then costs the server no visibility write.
+        build_id=build.build_id(),
         workflow_runner=sandbox_runner(),
     )
     return JobWorker(worker, executor, jobs)

@@ -1,4 +1,5 @@
-"""Cost per job in Temporal Cloud billable actions, history events and workflow tasks.
+"""Cost per job in Temporal Cloud billable actions, history events, workflow tasks and
+visibility writes.
 
     python -m bench.cost [--slots 5]
 
@@ -17,8 +18,10 @@ and queries that reached the server (its metrics endpoint). Cases:
   measured over ``--slots`` slots, from one handler start to the one ``--slots`` later.
 
 The bench itself sends no query (it waits on describe and on the handlers' start records).
-Prints a table and writes JSON (per case: actions by kind, events, workflow tasks, and the
-dev server's own ``action`` counter for comparison).
+Prints a table and writes JSON (per case: actions by kind, events, workflow tasks, the
+visibility-store writes the server's history service made (its ``task_requests`` of the
+visibility tasks: a start, an upsert, a close), and the dev server's own ``action`` counter
+for comparison).
 """
 
 from __future__ import annotations
@@ -60,10 +63,10 @@ class Bench:
         self.handlers = load_handlers("bench.handlers").names()
 
     async def measured(self, body: Callable[[], Awaitable[None]]) -> Window:
-        before = await read(self.server)
+        before = await self.server.settled()
         await body()
         await asyncio.sleep(SETTLE)
-        return await window(self.client, before, await read(self.server))
+        return await window(self.client, before, await self.server.settled())
 
     async def ours(self, job_id: str, **fields: Any) -> str:
         spec = {"id": job_id, "name": job_id, "delay": "2s", "dispatch_lead": 1, **fields}
@@ -210,13 +213,17 @@ async def measure(slots: int) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'case':27} {'side':9} {'actions':>7} {'events':>7} {'wf tasks':>8} {'srv ctr':>7}"
+    head = (
+        f"{'case':27} {'side':9} {'actions':>7} {'events':>7} {'wf tasks':>8} {'vis wr':>6} "
+        f"{'srv ctr':>7}"
+    )
     lines = [head + "  actions by kind"]
     for r in rows:
         kinds = ", ".join(f"{k} {v:g}" for k, v in r["by_kind"].items())
         lines.append(
             f"{r['case']:27} {r['side']:9} {r['actions']:7.1f} {r['events']:7.1f} "
-            f"{r['tasks']:8.1f} {r['server_action_metric']:7.1f}  {kinds}"
+            f"{r['tasks']:8.1f} {r['visibility_writes']:6.1f} {r['server_action_metric']:7.1f}  "
+            f"{kinds}"
         )
     return "\n".join(lines)
 

@@ -30,6 +30,8 @@ from starter.dev.devserver import DevServer, free_port
 NAMESPACE = "default"
 HEARTBEATS = {"RecordActivityTaskHeartbeat", "RecordActivityTaskHeartbeatById"}
 QUERIES = {"QueryWorkflow"}
+# The history service's visibility tasks, one visibility-store write each (start, upsert, close).
+VISIBILITY_TASK = "VisibilityTask"
 TASK_DONE = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
 # One Prometheus text-format sample: name{labels} value (timestamps unused by the server).
 SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
@@ -52,12 +54,21 @@ class MeteredServer(DevServer):
     async def heartbeats(self, settle: float = 2.0) -> float:
         """Heartbeat requests the frontend has answered so far in our namespace, once the
         count holds still for ``settle`` seconds (the server publishes counters periodically)."""
+        return (await self.settled(settle)).heartbeats
+
+    async def settled(self, settle: float = 2.0, visibility_at_least: float = 0.0) -> Reading:
+        """A reading once heartbeats and visibility writes hold still for ``settle`` seconds
+        (visibility tasks run after the change that made them) and the visibility writes have
+        reached ``visibility_at_least``."""
         last = None
         async with asyncio.timeout(60):
-            while (count := (await read(self)).heartbeats) != last:
-                last = count
+            while True:
+                got = await read(self)
+                counts = (got.heartbeats, got.visibility_writes)
+                if counts == last and got.visibility_writes >= visibility_at_least:
+                    return got
+                last = counts
                 await asyncio.sleep(settle)
-        return count
 
 
 def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -77,23 +88,26 @@ class Reading:
     heartbeats: float
     queries: float
     server_actions: float
+    visibility_writes: float = 0.0  # visibility tasks the history service ran
 
 
 def reading(text: str, at: datetime) -> Reading:
     """The counters a window needs, from one scrape (frontend requests in our namespace)."""
-    heartbeats = queries = server_actions = 0.0
+    heartbeats = queries = server_actions = visibility = 0.0
     for name, labels, value in samples(text):
         if labels.get("namespace") != NAMESPACE:
             continue
         if name == "action" and labels.get("service_name") == "frontend":
             server_actions += value
+        if name == "task_requests" and labels.get("operation", "").startswith(VISIBILITY_TASK):
+            visibility += value
         if name != "service_requests" or labels.get("service_name") != "frontend":
             continue
         if labels.get("operation") in HEARTBEATS:
             heartbeats += value
         elif labels.get("operation") in QUERIES:
             queries += value
-    return Reading(at, heartbeats, queries, server_actions)
+    return Reading(at, heartbeats, queries, server_actions, visibility)
 
 
 async def read(server: MeteredServer) -> Reading:
@@ -114,6 +128,7 @@ class Window:
     server_counter: float  # the dev server's own ``action`` metric, for comparison
     runs: int
     by_type: dict[str, Counter[str]]  # history actions by workflow type (no heartbeats)
+    visibility_writes: float = 0.0
 
     @property
     def billable(self) -> int:
@@ -128,6 +143,7 @@ class Window:
             "events": self.events / per,
             "tasks": self.tasks / per,
             "server_action_metric": self.server_counter / per,
+            "visibility_writes": self.visibility_writes / per,
             "by_workflow_type": {
                 name: {kind: n / per for kind, n in sorted(kinds.items())}
                 for name, kinds in sorted(self.by_type.items())
@@ -163,7 +179,8 @@ async def window(client: Client, before: Reading, after: Reading) -> Window:
         if got:
             counts[kind] += int(got)
     server_counter = after.server_actions - before.server_actions
-    return Window(counts, events, tasks, server_counter, runs, by_type)
+    visibility = after.visibility_writes - before.visibility_writes
+    return Window(counts, events, tasks, server_counter, runs, by_type, visibility)
 
 
 @asynccontextmanager

@@ -105,11 +105,20 @@ def cost_section(cost: dict[str, Any]) -> list[str]:
             f"{r['actions']:g}" if "actions" in r else "-",  # older results counted no actions
             f"{r['events']:.1f}",
             f"{r['tasks']:.1f}",
+            f"{r['visibility_writes']:.1f}" if "visibility_writes" in r else "-",
             kinds(r),
         ]
         for r in cost["rows"]
     ]
-    header = ["case", "side", "billable actions", "history events", "workflow tasks", "actions"]
+    header = [
+        "case",
+        "side",
+        "billable actions",
+        "history events",
+        "workflow tasks",
+        "visibility writes",
+        "actions",
+    ]
     title = "### Cost per job (billable actions, from real histories)"
     return [title, "", *table(header, rows), ""]
 

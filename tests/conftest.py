@@ -21,8 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -33,8 +31,7 @@ from tests.helpers.api import Stack
 from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.drills import FULL, ROWS_ENV, drill_rows, render_report
 from tests.helpers.processes import Api, Workers, cli_env
-from tests.helpers.temporal import end_singletons
-from workflows.models import SEARCH_ATTRIBUTES
+from tests.helpers.temporal import end_singletons, register_search_attributes
 
 # A test that uses one of these fixtures (directly or through another fixture) talks to a dev
 # server or starts worker processes: it is marked ``devserver`` at collection, so
@@ -64,15 +61,7 @@ async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=test_server(), data_converter=pydantic_data_converter
     )
-    await env.client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=env.client.namespace,
-            search_attributes={
-                key.name: IndexedValueType.ValueType(key.indexed_value_type)
-                for key in SEARCH_ATTRIBUTES
-            },
-        )
-    )
+    await register_search_attributes(env.client)
     yield env
     await env.shutdown()
 

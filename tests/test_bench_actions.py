@@ -261,9 +261,17 @@ client_requests{namespace="default",operation="HistoryClientRecordActivityTaskHe
 action{action_type="grpc_StartWorkflowExecution",namespace="default",operation="StartWorkflowExecution",service_name="frontend"} 1
 action{action_type="grpc_StartWorkflowExecution",namespace="temporal_system",operation="StartWorkflowExecution",service_name="frontend"} 2
 action{action_type="grpc_RecordActivityTaskHeartbeat",namespace="default",operation="RecordActivityTaskHeartbeat",service_name="frontend"} 5
+task_requests{namespace="default",operation="VisibilityTaskStartExecution",service_name="history"} 4
+task_requests{namespace="default",operation="VisibilityTaskUpsertExecution",service_name="history"} 1
+task_requests{namespace="temporal_system",operation="VisibilityTaskStartExecution",service_name="history"} 2
+task_requests{namespace="default",operation="TransferActivityTask",service_name="history"} 8
 """  # noqa: E501
 
 
 def test_heartbeats_and_queries_are_the_frontends_requests_in_our_namespace() -> None:
     got = reading(METRICS, T0)
     assert (got.heartbeats, got.queries, got.server_actions) == (5, 4, 6)
+
+
+def test_visibility_writes_are_the_visibility_tasks_in_our_namespace() -> None:
+    assert reading(METRICS, T0).visibility_writes == 5

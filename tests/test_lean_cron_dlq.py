@@ -10,8 +10,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from temporalio.api.enums.v1 import EventType, IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -25,9 +24,9 @@ from tests.helpers.dlq import POISON_ONCE, wait_for_log
 from tests.helpers.jobs import finished, submit, wait_for_status
 from tests.helpers.poll import eventually
 from tests.helpers.prometheus import parse, scrape, total
-from tests.helpers.temporal import end_singletons, running_worker
+from tests.helpers.temporal import end_singletons, register_search_attributes, running_worker
 from workflows.cron_rules import next_run_from_memo
-from workflows.models import SEARCH_ATTRIBUTES, CronReport, CronUpdate, JobStatus
+from workflows.models import CronReport, CronUpdate, JobStatus
 from workflows.names import DLQ_WORKFLOW_ID
 from workflows.names import MEMO_SCHEDULE as CRON_MEMO_KEY
 from workflows.names import MEMO_SLOT_END as SLOT_END_MEMO_KEY
@@ -65,20 +64,6 @@ def activities(events: WorkflowHistory) -> list[str]:
         for e in events.events
         if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
-
-
-async def register_search_attributes(client: Client) -> None:
-    """As the ts_env fixture does (this test needs its own environment, with a metrics
-    runtime)."""
-    await client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=client.namespace,
-            search_attributes={
-                key.name: IndexedValueType.ValueType(key.indexed_value_type)
-                for key in SEARCH_ATTRIBUTES
-            },
-        )
-    )
 
 
 def slot_status(report: CronReport, job_id: str | None) -> JobStatus | None:

@@ -12,9 +12,16 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client
-from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    Priority,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
 
+from connection import build
 from connection.client import task_queue as default_task_queue
 from starter.errors import JobExists, SpecError
 from starter.operations.handlers import known_handlers
@@ -115,7 +122,8 @@ async def _start_cron(
         raise SpecError([("dst_gap", str(err))]) from err
     if first is None:
         raise SpecError([("end", "the cron has no slot between now (or start) and end")])
-    await client.start_workflow(
+    await _start_with_build_ids(
+        client,
         names.CRON_WORKFLOW,
         # Slots count from the instant `first` was computed from, so the slot promised here
         # runs even if the cron's first workflow task comes after it (or is recorded missed).
@@ -163,7 +171,8 @@ async def _start_job(
 async def _start_delayed(
     client: Client, spec: JobSpec, delay: timedelta, memo: dict[str, Any], queue: str
 ) -> None:
-    await client.start_workflow(
+    await _start_with_build_ids(
+        client,
         names.JOB_WORKFLOW,
         spec,
         id=spec.id,
@@ -179,3 +188,24 @@ async def _start_delayed(
         # too, not only its run_job attempts: an urgent job is not stuck behind a backlog's.
         priority=activity_priority(spec) or Priority.default,
     )
+
+
+async def _start_with_build_ids(
+    client: Client,
+    workflow: str,
+    arg: Any,
+    *,
+    search_attributes: TypedSearchAttributes,
+    **options: Any,
+) -> None:
+    """``start_workflow`` with this build's ``BuildIds`` preset (connection.build), so the
+    workflow's first task costs the server no visibility write; again without it if the
+    server refuses the preset."""
+    try:
+        await client.start_workflow(
+            workflow, arg, search_attributes=build.preset(search_attributes), **options
+        )
+    except RPCError as err:
+        if not build.refused(err):
+            raise
+        await client.start_workflow(workflow, arg, search_attributes=search_attributes, **options)

@@ -1,5 +1,6 @@
-"""An in-process worker for a test's task queue, the cleanup of the queue's singletons, and the
-check that a recorded history replays with today's workflows."""
+"""An in-process worker for a test's task queue, the cleanup of the queue's singletons, the
+search attributes a time-skipping server needs, and the check that a recorded history replays
+with today's workflows."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from contextlib import asynccontextmanager
 from functools import partial
 
 from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -19,6 +22,21 @@ from activities.registry import load_handlers
 from tests.helpers.poll import eventually
 from worker import WORKFLOWS, WorkerSettings, build_worker, publish_handlers, sandbox_runner
 from workflows import names
+from workflows.models import BUILD_IDS, SEARCH_ATTRIBUTES
+
+
+async def register_search_attributes(client: Client) -> None:
+    """Ours, and Temporal's own ``BuildIds`` (our starters preset it): a dev server defines
+    it, the time-skipping server defines none of Temporal's own."""
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=client.namespace,
+            search_attributes={
+                key.name: IndexedValueType.ValueType(key.indexed_value_type)
+                for key in (*SEARCH_ATTRIBUTES, BUILD_IDS)
+            },
+        )
+    )
 
 
 @asynccontextmanager

@@ -65,6 +65,7 @@ from workflows.models.instants import (
 from workflows.models.job import JobReport, JobState
 from workflows.models.registry import WorkerHandlers
 from workflows.models.search import (
+    BUILD_IDS,
     JOB_HANDLER,
     JOB_NAME,
     JOB_RUN_AT,
@@ -87,6 +88,7 @@ from workflows.models.status import JobStatus
 
 __all__ = [
     "AUDIT_LIMIT",
+    "BUILD_IDS",
     "CONTROL_CUTOFF",
     "EARLIEST",
     "HANDLER_PATTERN",
