@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,11 +22,10 @@ from temporalio.common import SearchAttributeKey, TypedSearchAttributes
 from temporalio.service import RPCError
 
 from activities.registry import load_handlers
-from bench.meter import MeteredServer
 from connection import build
 from starter import operations
+from tests.helpers.metered import Lab, metered_lab
 from tests.helpers.poll import eventually
-from tests.helpers.temporal import running_worker
 from workflows import cronmath, job_rules, names
 from workflows.job_rules import start_search_attributes
 from workflows.models import BUILD_IDS, JobReport, JobStatus
@@ -62,23 +60,10 @@ def test_the_preset_is_what_an_unversioned_worker_writes() -> None:
     assert job_rules.with_build_ids(empty, "") is empty
 
 
-@dataclass
-class Lab:
-    server: MeteredServer
-    client: Client
-    queue: str
-
-
 @pytest.fixture(scope="module")
 async def lab() -> AsyncIterator[Lab]:
-    server = MeteredServer(db_file=None)
-    client = await server.start()
-    queue = f"build-{uuid.uuid4().hex[:8]}"
-    try:
-        async with running_worker(client, queue):
-            yield Lab(server, client, queue)
-    finally:
-        server.stop()
+    async with metered_lab("build") as lab:
+        yield lab
 
 
 async def settled_writes(lab: Lab, at_least: float = 0.0) -> float:

@@ -17,7 +17,6 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,10 +25,10 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from activities.registry import load_handlers
-from bench.meter import MeteredServer
 from starter import operations
+from tests.helpers.metered import Lab, metered_lab
 from tests.helpers.poll import eventually
-from tests.helpers.temporal import assert_replays, running_worker
+from tests.helpers.temporal import assert_replays
 from workflows.models import JOB_STATUS, JobReport, JobStatus
 
 pytestmark = pytest.mark.devserver
@@ -39,23 +38,10 @@ ACTIVITY_SCHEDULED = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
 HEARTBEATS = 'operation="RecordActivityTaskHeartbeat",service_name="frontend"'
 
 
-@dataclass
-class Lab:
-    server: MeteredServer
-    client: Client
-    queue: str
-
-
 @pytest.fixture(scope="module")
 async def lab() -> AsyncIterator[Lab]:
-    server = MeteredServer(db_file=None)
-    client = await server.start()
-    queue = f"lean-{uuid.uuid4().hex[:8]}"
-    try:
-        async with running_worker(client, queue):
-            yield Lab(server, client, queue)
-    finally:
-        server.stop()
+    async with metered_lab("lean") as lab:
+        yield lab
 
 
 async def submit(lab: Lab, **fields: Any) -> str:
