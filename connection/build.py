@@ -1,10 +1,15 @@
-"""Our build ID, and whether starts may carry ``BuildIds`` (workflows.job_rules.build_ids).
+"""Our build ID, and the ``BuildIds`` starts carry from it.
 
 Every worker reports :func:`build_id` to Temporal and every starter presets a workflow's
 ``BuildIds`` from it, so both sides must compute the same value without talking to each
 other: a digest of the workflow code (``workflows/``), the code a build ID stands for in
 Temporal (its reset points name the build that completed a workflow task). It changes when
 that code does; starter and worker agree whenever they run the same ``workflows/``.
+
+Temporal writes its own ``BuildIds`` search attribute (:func:`build_ids`) when a worker
+without versioning completes a workflow's first task: one visibility write per workflow, a
+third of a job's (its start, this one, its close). A workflow started with that value already
+has it, so the completion changes nothing and the server skips the write.
 
 Temporal lets a start set ``BuildIds`` today (one of its "predefined" attributes it still
 accepts from users) and says it may stop. A server that refuses it answers the start with
@@ -21,16 +26,16 @@ import functools
 import hashlib
 from pathlib import Path
 
-from temporalio.common import TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 import workflows
-from workflows.job_rules import with_build_ids
+from workflows import names
 from workflows.models import BUILD_IDS
 
 BUILD_PREFIX = "jobs-"
 DIGEST_CHARS = 16
-_refused: set[str] = set()  # preset keys a server refused, for this process's lifetime
+_offered = True  # until a server refuses the preset, for this process's lifetime
 
 
 def source_digest(root: Path) -> str:
@@ -50,16 +55,23 @@ def build_id() -> str:
     return BUILD_PREFIX + source_digest(Path(workflows.__file__).parent)
 
 
+def build_ids(build: str) -> list[str]:
+    """``BuildIds`` as Temporal writes it when a worker without versioning, built as
+    ``build``, completes a workflow's first task."""
+    return [names.UNVERSIONED, f"{names.UNVERSIONED}:{build}"]
+
+
 def preset(attrs: TypedSearchAttributes) -> TypedSearchAttributes:
     """``attrs`` plus this build's ``BuildIds``, unless a server here refused it before."""
-    if BUILD_IDS.name in _refused:
+    if not _offered:
         return attrs
-    return with_build_ids(attrs, build_id())
+    return TypedSearchAttributes([*attrs, SearchAttributePair(BUILD_IDS, build_ids(build_id()))])
 
 
 def refused(err: RPCError) -> bool:
     """Whether ``err`` is a server refusing the preset; if so, no later start carries it."""
+    global _offered
     if err.status != RPCStatusCode.INVALID_ARGUMENT or BUILD_IDS.name not in err.message:
         return False
-    _refused.add(BUILD_IDS.name)
+    _offered = False
     return True

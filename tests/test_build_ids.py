@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey, TypedSearchAttributes
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError
 
 from activities.registry import load_handlers
@@ -26,9 +26,9 @@ from connection import build
 from starter import operations
 from tests.helpers.metered import Lab, metered_lab
 from tests.helpers.poll import eventually
-from workflows import cronmath, job_rules, names
+from workflows import cronmath, names
 from workflows.job_rules import start_search_attributes
-from workflows.models import BUILD_IDS, JobReport, JobStatus
+from workflows.models import BUILD_IDS, JOB_NAME, JobReport, JobStatus
 
 HANDLERS = load_handlers("tests.handlers").names()
 # Refused at start by this server ("attribute can't be set in SearchAttributes").
@@ -52,12 +52,10 @@ def test_the_build_id_is_a_digest_of_the_workflow_code(tmp_path: Path) -> None:
 
 
 def test_the_preset_is_what_an_unversioned_worker_writes() -> None:
-    assert job_rules.build_ids("") is None
-    pair = job_rules.build_ids("b7")
-    assert pair is not None
-    assert (pair.key.name, list(pair.value)) == ("BuildIds", ["unversioned", "unversioned:b7"])
-    empty = TypedSearchAttributes([])
-    assert job_rules.with_build_ids(empty, "") is empty
+    assert build.build_ids("b7") == ["unversioned", "unversioned:b7"]
+    attrs = TypedSearchAttributes([SearchAttributePair(JOB_NAME, "n")])
+    pairs = {pair.key.name: pair.value for pair in build.preset(attrs)}
+    assert pairs == {"JobName": "n", "BuildIds": build.build_ids(build.build_id())}
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +121,7 @@ async def test_a_job_costs_two_visibility_writes_and_without_the_preset_three(la
 def refusing_server_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The preset under a name the server refuses, and a process that has not been refused."""
     monkeypatch.setattr(build, "BUILD_IDS", REFUSED_KEY)
-    monkeypatch.setattr(job_rules, "BUILD_IDS", REFUSED_KEY)
-    monkeypatch.setattr(build, "_refused", set())
+    monkeypatch.setattr(build, "_offered", True)
     yield
 
 

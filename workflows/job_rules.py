@@ -5,7 +5,6 @@ read these."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,9 +13,7 @@ from temporalio.common import Priority, RetryPolicy, SearchAttributePair, TypedS
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
-from workflows import names
 from workflows.models import (
-    BUILD_IDS,
     JOB_HANDLER,
     JOB_NAME,
     JOB_RUN_AT,
@@ -54,24 +51,6 @@ def start_search_attributes(spec: JobSpec, status: JobStatus) -> TypedSearchAttr
     if spec.run_at is not None:
         pairs.append(SearchAttributePair(JOB_RUN_AT, spec.run_at))
     return TypedSearchAttributes(pairs)
-
-
-def build_ids(build_id: str) -> SearchAttributePair[Sequence[str]] | None:
-    """``BuildIds`` as Temporal writes it when a worker without versioning, built as
-    ``build_id``, completes a workflow's first task. Started with this value, the workflow's
-    first completion by such a worker changes nothing, and the server skips the visibility
-    write it would make: one write of a job's three (its start, this one, its close). A
-    worker of another build writes its own value as usual; nothing but the write depends on
-    it. None when ``build_id`` is empty (nothing to match)."""
-    if not build_id:
-        return None
-    return SearchAttributePair(BUILD_IDS, [names.UNVERSIONED, f"{names.UNVERSIONED}:{build_id}"])
-
-
-def with_build_ids(attrs: TypedSearchAttributes, build_id: str) -> TypedSearchAttributes:
-    """``attrs`` plus :func:`build_ids` (``attrs`` alone when there is no build to match)."""
-    pair = build_ids(build_id)
-    return TypedSearchAttributes([*attrs, pair]) if pair else attrs
 
 
 def retry_policy(spec: JobSpec, budget: int) -> RetryPolicy:

@@ -64,7 +64,7 @@ SA_JOB_NAME: Final = "JobName"  # Keyword
 SA_JOB_HANDLER: Final = "JobHandler"  # Keyword
 SA_JOB_RUN_AT: Final = "JobRunAt"  # Datetime
 # Temporal's own (KeywordList): the builds that completed a workflow's tasks. Our starters set it
-# at start to what the first task's completion would write (see workflows.job_rules.build_ids).
+# at start to what the first task's completion would write (see connection.build).
 SA_BUILD_IDS: Final = "BuildIds"
 UNVERSIONED: Final = "unversioned"  # Temporal's marker in BuildIds for a worker without versioning
 

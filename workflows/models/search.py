@@ -12,5 +12,5 @@ JOB_NAME = SearchAttributeKey.for_keyword(names.SA_JOB_NAME)
 JOB_HANDLER = SearchAttributeKey.for_keyword(names.SA_JOB_HANDLER)
 JOB_RUN_AT = SearchAttributeKey.for_datetime(names.SA_JOB_RUN_AT)
 SEARCH_ATTRIBUTES = (JOB_STATUS, JOB_NAME, JOB_HANDLER, JOB_RUN_AT)
-# Temporal's own, not registered by us (see workflows.job_rules.build_ids).
+# Temporal's own, not registered by us (see connection.build).
 BUILD_IDS = SearchAttributeKey.for_keyword_list(names.SA_BUILD_IDS)
