@@ -32,6 +32,10 @@ HEARTBEATS = {"RecordActivityTaskHeartbeat", "RecordActivityTaskHeartbeatById"}
 QUERIES = {"QueryWorkflow"}
 # The history service's visibility tasks, one visibility-store write each (start, upsert, close).
 VISIBILITY_TASK = "VisibilityTask"
+# The history service handing a workflow task to matching (every one but an eager start's).
+WORKFLOW_TASK_DISPATCH = "TransferActiveTaskWorkflowTask"
+# A read of the search attribute definitions from the database (cluster metadata).
+SEARCH_ATTRIBUTE_READ = "GetCurrentClusterMetadata"
 TASK_DONE = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
 # One Prometheus text-format sample: name{labels} value (timestamps unused by the server).
 SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
@@ -89,25 +93,32 @@ class Reading:
     queries: float
     server_actions: float
     visibility_writes: float = 0.0  # visibility tasks the history service ran
+    workflow_task_dispatches: float = 0.0  # workflow tasks sent through matching
+    search_attribute_reads: float = 0.0  # definitions read from the database (any namespace)
 
 
 def reading(text: str, at: datetime) -> Reading:
     """The counters a window needs, from one scrape (frontend requests in our namespace)."""
-    heartbeats = queries = server_actions = visibility = 0.0
+    heartbeats = queries = server_actions = visibility = dispatches = definitions = 0.0
     for name, labels, value in samples(text):
+        operation = labels.get("operation", "")
+        if name == "persistence_requests" and operation == SEARCH_ATTRIBUTE_READ:
+            definitions += value
         if labels.get("namespace") != NAMESPACE:
             continue
         if name == "action" and labels.get("service_name") == "frontend":
             server_actions += value
-        if name == "task_requests" and labels.get("operation", "").startswith(VISIBILITY_TASK):
+        if name == "task_requests" and operation.startswith(VISIBILITY_TASK):
             visibility += value
+        if name == "task_requests" and operation == WORKFLOW_TASK_DISPATCH:
+            dispatches += value
         if name != "service_requests" or labels.get("service_name") != "frontend":
             continue
-        if labels.get("operation") in HEARTBEATS:
+        if operation in HEARTBEATS:
             heartbeats += value
-        elif labels.get("operation") in QUERIES:
+        elif operation in QUERIES:
             queries += value
-    return Reading(at, heartbeats, queries, server_actions, visibility)
+    return Reading(at, heartbeats, queries, server_actions, visibility, dispatches, definitions)
 
 
 async def read(server: MeteredServer) -> Reading:

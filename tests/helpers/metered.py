@@ -22,9 +22,10 @@ class Lab:
 
 
 @asynccontextmanager
-async def metered_lab(prefix: str) -> AsyncIterator[Lab]:
-    """A fresh metered server (in memory) and a worker on ``<prefix>-<random>``."""
-    server = MeteredServer(db_file=None)
+async def metered_lab(prefix: str, **dynamic_config: object) -> AsyncIterator[Lab]:
+    """A fresh metered server (in memory; ``dynamic_config`` on top of what we ship) and a
+    worker on ``<prefix>-<random>``."""
+    server = MeteredServer(db_file=None, dynamic_config=dynamic_config)
     client = await server.start()
     queue = f"{prefix}-{uuid.uuid4().hex[:8]}"
     try:
