@@ -1,14 +1,17 @@
 """Sustained: a closed loop of submit-then-wait for ``--seconds``, ours vs the baseline.
 
     python -m bench.sustained [--seconds 60] [--loops 200] [--rounds 3] [--due 1] [--peer]
-                              [--phases]
+                              [--phases] [--embedded]
 
 Each of ``--loops`` callers submits a job due in ``--due`` seconds (default 1), waits for it
 to complete (by job id on both sides), and repeats.
 With 20 loops every system is bound by the 1 s wait (20 loops / ~1.2 s each = ~16 jobs/s);
 the default 200 keeps a backlog at the server, so the figure is throughput (on 2 cores it is
 bounded by the dev server's workflow-task dispatch, not by CPU: README, "Sustained").
-Both sides get a fresh dev server (SQLite file, WAL) and their own worker. Prints completed
+Both sides get a fresh dev server (SQLite file, WAL) and their own worker: a process of its
+own, or with ``--embedded`` one in the bench's process on the client it schedules through
+(the shape of ``jobs dev``, whose API schedules through its worker's client; ours then starts
+a job due now eagerly, operations.starting). Prints completed
 jobs/s and end-to-end latency (submit to completion), writes JSON. One run of each side
 varied by up to 15% from run to run here, so ours and the baseline run ``--rounds`` times in
 turn and the ratio is the median of the rounds'. ``--peer`` adds
@@ -23,14 +26,18 @@ import asyncio
 import os
 import statistics
 import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
-from bench.baseline import BaselineJob
+from bench.baseline import BaselineJob, baseline_noop
 from bench.common import (
     OURS_QUEUE,
     cpu_seconds,
@@ -41,9 +48,11 @@ from bench.common import (
     summary,
     write_result,
 )
+from bench.handlers import RECORDS_ENV
 from bench.phases import event_gaps, steady_sample
 from bench.phases import show as show_phases
 from starter import operations
+from worker import WorkerSettings, build_worker
 
 DUE_IN = timedelta(seconds=1)
 
@@ -70,15 +79,42 @@ async def submit_and_wait(
         await client.get_workflow_handle(job_id).result()
 
 
+@asynccontextmanager
+async def in_process_worker(kind: str, client: Client, records: Path) -> AsyncIterator[None]:
+    """The side's worker in this process, on the client the loops schedule through."""
+    os.environ[RECORDS_ENV] = str(records)  # as the worker processes are told
+    if kind == "ours":
+        settings = WorkerSettings(task_queue=OURS_QUEUE, handler_modules="bench.handlers")
+        job_worker = build_worker(client, settings)
+        try:
+            async with job_worker.worker:
+                yield
+        finally:
+            job_worker.close()
+    else:
+        queue, activities = BASELINE_QUEUE, [baseline_noop]
+        async with Worker(client, task_queue=queue, workflows=[BaselineJob], activities=activities):
+            yield
+
+
 async def run_side(
-    kind: str, seconds: float, loops: int, phases: bool = False, due_in: timedelta = DUE_IN
+    kind: str,
+    seconds: float,
+    loops: int,
+    phases: bool = False,
+    due_in: timedelta = DUE_IN,
+    embedded: bool = False,
 ) -> dict[str, Any]:
-    async with side() as (server, client, workers, records):
-        worker = (
-            workers.ours(server, records) if kind == "ours" else workers.baseline(server, records)
-        )
+    async with side() as (server, client, workers, records), AsyncExitStack() as stack:
+        if embedded:  # its CPU is this process's: the loops' and the worker's
+            await stack.enter_async_context(in_process_worker(kind, client, records))
+            worker_pid = os.getpid()
+        elif kind == "ours":
+            worker_pid = workers.ours(server, records).pid
+        else:
+            worker_pid = workers.baseline(server, records).pid
         assert server.process is not None
-        cpu_before = {"worker": cpu_seconds(worker.pid), "server": cpu_seconds(server.process.pid)}
+        cpu_before = {"worker": cpu_seconds(worker_pid), "server": cpu_seconds(server.process.pid)}
         handlers = load_handlers("bench.handlers").names()
         latencies: list[float] = []
         completed: list[str] = []
@@ -101,13 +137,14 @@ async def run_side(
         done = max(len(latencies), 1)
         cpu = {
             name: 1000 * (cpu_seconds(pid) - cpu_before[name]) / done
-            for name, pid in (("worker", worker.pid), ("server", server.process.pid))
+            for name, pid in (("worker", worker_pid), ("server", server.process.pid))
         }
         gaps = await event_gaps(client, steady_sample(completed)) if phases else {}
         if gaps:
             show_phases(kind, gaps)
         return {
             "side": kind,
+            "embedded": embedded,
             "completed": len(latencies),
             "seconds": elapsed,
             "jobs_per_second": steady_rate(finished, began, stop_at),
@@ -141,7 +178,13 @@ def show(row: dict[str, Any], label: str) -> None:
 
 
 async def main(
-    seconds: float, loops: int, peer: bool, rounds: int, phases: bool, due_in: timedelta
+    seconds: float,
+    loops: int,
+    peer: bool,
+    rounds: int,
+    phases: bool,
+    due_in: timedelta,
+    embedded: bool = False,
 ) -> None:
     """``rounds`` rounds of ours and the baseline, alternating which goes first (the machine's
     drift then falls on both sides), each on a fresh server; the ratio is the median of the
@@ -152,7 +195,7 @@ async def main(
     for n in range(rounds):
         order = ("ours", "baseline") if n % 2 == 0 else ("baseline", "ours")
         for kind in order:
-            by_side[kind].append(await run_side(kind, seconds, loops, phases, due_in))
+            by_side[kind].append(await run_side(kind, seconds, loops, phases, due_in, embedded))
             show(by_side[kind][-1], f"{kind} ({n + 1}/{rounds})")
         ratios.append(
             by_side["ours"][-1]["jobs_per_second"] / by_side["baseline"][-1]["jobs_per_second"]
@@ -175,6 +218,7 @@ async def main(
             "seconds": seconds,
             "loops": loops,
             "due_in": due_in.total_seconds(),
+            "embedded": embedded,
             "rounds": by_side,
             "ratios": ratios,
             "rows": rows,
@@ -194,6 +238,9 @@ if __name__ == "__main__":
         "--phases", action="store_true", help="where a job's time went (bench/phases.py)"
     )
     parser.add_argument("--due", type=float, default=1.0, help="seconds from submit to run_at")
+    parser.add_argument(
+        "--embedded", action="store_true", help="each side's worker in the bench's process"
+    )
     args = parser.parse_args()
     asyncio.run(
         main(
@@ -203,5 +250,6 @@ if __name__ == "__main__":
             args.rounds,
             args.phases,
             timedelta(seconds=args.due),
+            args.embedded,
         )
     )

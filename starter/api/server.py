@@ -7,6 +7,7 @@ import ipaddress
 from collections.abc import Iterator, Mapping
 
 import uvicorn
+from temporalio.client import Client
 
 from starter.api.app import create_app
 from starter.api.guards import TOKEN_ENV, load_allowed_hosts, load_tokens
@@ -37,10 +38,16 @@ class EmbeddedServer(uvicorn.Server):
         yield
 
 
-def server(host: str, port: int, embedded: bool = False) -> uvicorn.Server:
-    """A uvicorn server for the API; refuses a non-loopback host without a token."""
+def server(
+    host: str, port: int, embedded: bool = False, client: Client | None = None
+) -> uvicorn.Server:
+    """A uvicorn server for the API; refuses a non-loopback host without a token.
+
+    ``client`` (default None: connect from the environment on first use): ``jobs dev`` hands
+    over its worker's, so a job due now starts eagerly on that worker (operations.starting).
+    """
     tokens = load_tokens()
     check_binding(host, tokens)
-    app = create_app(tokens=tokens, allowed_hosts=load_allowed_hosts(bind=host))
+    app = create_app(client=client, tokens=tokens, allowed_hosts=load_allowed_hosts(bind=host))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     return EmbeddedServer(config) if embedded else uvicorn.Server(config)

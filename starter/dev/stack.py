@@ -42,7 +42,9 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
     job_worker = build_worker(client, settings)  # loads JOBS_HANDLER_MODULES
     worker = job_worker.worker
     await publish_handlers(client, settings, job_worker.activities.registry)
-    http = api_server("127.0.0.1", api_port, embedded=True)
+    # The API schedules through the worker's client: a job due now starts on this worker
+    # straight from the start's answer (eager start, operations.starting).
+    http = api_server("127.0.0.1", api_port, embedded=True, client=client)
     api_task = asyncio.create_task(http.serve())
     try:
         async with worker:

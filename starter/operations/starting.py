@@ -171,6 +171,17 @@ async def _start_job(
 async def _start_delayed(
     client: Client, spec: JobSpec, delay: timedelta, memo: dict[str, Any], queue: str
 ) -> None:
+    """Start the job's workflow ``delay`` from now (at once if not positive).
+
+    A job that starts now asks for its first workflow task in the start's answer (eager
+    start), for a worker this process runs on the same client: ``jobs dev``, or a program
+    that runs a worker and schedules. That task then skips the task queue, a write and a
+    dispatch fewer on the server. The SDK asks only when such a worker has a free slot;
+    otherwise the start is the ordinary one. A job with a priority or fairness key goes
+    through the queue, where backlogged tasks are ordered by them: an eager start would pass
+    the backlog.
+    """
+    priority = activity_priority(spec)
     await _start_with_build_ids(
         client,
         names.JOB_WORKFLOW,
@@ -179,6 +190,7 @@ async def _start_delayed(
         task_queue=queue,
         memo=memo,
         start_delay=delay if delay > timedelta(0) else None,
+        request_eager_start=delay <= timedelta(0) and priority is None,
         search_attributes=start_search_attributes(spec, JobStatus.SCHEDULED),
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
@@ -186,7 +198,7 @@ async def _start_delayed(
         static_details=job_details(spec),
         # The job's workflow tasks wait on the task queue by its priority and fairness key
         # too, not only its run_job attempts: an urgent job is not stuck behind a backlog's.
-        priority=activity_priority(spec) or Priority.default,
+        priority=priority or Priority.default,
     )
 
 

@@ -32,6 +32,7 @@ SECONDS: dict[str, float] = {
     "tests/test_poison_drill.py": 45,
     "tests/hostile/test_signals.py": 40,
     "tests/test_dispatch_lead.py": 40,
+    "tests/test_server_work.py": 40,
     "tests/test_drills.py": 35,
     "tests/test_failure_size.py": 35,
     "tests/test_start_record.py": 35,
