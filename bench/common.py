@@ -149,6 +149,12 @@ async def side(
         workers = Workers()
         try:
             yield server, client, workers, Path(tmp) / "records.jsonl"
+        except BaseException:
+            # Its output goes with the temporary directory: say why a server died mid-run.
+            if server.process is not None and server.process.poll() is not None:
+                exited = f"dev server exited with {server.process.returncode}"
+                print(f"{exited}; its output ends: {server.output_tail()}", file=sys.stderr)
+            raise
         finally:
             workers.stop()
             server.stop()

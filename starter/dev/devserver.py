@@ -173,7 +173,7 @@ class DevServer:
             preexec_fn=die_with_parent,
         )
 
-    def _output_tail(self) -> str:
+    def output_tail(self) -> str:
         """The end of what the server wrote (when it writes to our temporary file)."""
         if self._output is None:
             return f"see {self.log_path}" if self.log_path is not None else ""
@@ -187,7 +187,7 @@ class DevServer:
             if self.process is not None and self.process.poll() is not None:
                 raise ServerExited(
                     f"temporal dev server exited with {self.process.returncode}; "
-                    f"command: {' '.join(self.command())}; output: {self._output_tail()}"
+                    f"command: {' '.join(self.command())}; output: {self.output_tail()}"
                 )
             try:
                 # Bounded: whatever holds the port may accept and never answer, and a server
