@@ -39,9 +39,14 @@ class BaselineJob:
         )
 
 
+def baseline_worker(client: Client) -> Worker:
+    """The baseline's worker on ``client``: SDK defaults, its queue, its workflow and activity."""
+    return Worker(client, task_queue=QUEUE, workflows=[BaselineJob], activities=[baseline_noop])
+
+
 async def serve() -> None:
     client = await Client.connect(os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"))
-    worker = Worker(client, task_queue=QUEUE, workflows=[BaselineJob], activities=[baseline_noop])
+    worker = baseline_worker(client)
     print("baseline worker polling", flush=True)
     await worker.run()
 

@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
-from bench.baseline import BaselineJob, baseline_noop
+from bench.baseline import BaselineJob, baseline_worker
 from bench.common import (
     OURS_QUEUE,
     cpu_seconds,
@@ -92,8 +91,7 @@ async def in_process_worker(kind: str, client: Client, records: Path) -> AsyncIt
         finally:
             job_worker.close()
     else:
-        queue, activities = BASELINE_QUEUE, [baseline_noop]
-        async with Worker(client, task_queue=queue, workflows=[BaselineJob], activities=activities):
+        async with baseline_worker(client):
             yield
 
 

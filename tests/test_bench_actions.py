@@ -265,6 +265,11 @@ task_requests{namespace="default",operation="VisibilityTaskStartExecution",servi
 task_requests{namespace="default",operation="VisibilityTaskUpsertExecution",service_name="history"} 1
 task_requests{namespace="temporal_system",operation="VisibilityTaskStartExecution",service_name="history"} 2
 task_requests{namespace="default",operation="TransferActivityTask",service_name="history"} 8
+task_requests{namespace="default",operation="TransferActiveTaskWorkflowTask",service_name="history"} 3
+task_requests{namespace="temporal_system",operation="TransferActiveTaskWorkflowTask",service_name="history"} 9
+persistence_requests{operation="GetCurrentClusterMetadata",service_name="history"} 7
+persistence_requests{operation="GetCurrentClusterMetadata",service_name="frontend"} 2
+persistence_requests{namespace="default",operation="GetWorkflowExecution",service_name="history"} 6
 """  # noqa: E501
 
 
@@ -275,3 +280,8 @@ def test_heartbeats_and_queries_are_the_frontends_requests_in_our_namespace() ->
 
 def test_visibility_writes_are_the_visibility_tasks_in_our_namespace() -> None:
     assert reading(METRICS, T0).visibility_writes == 5
+
+
+def test_dispatches_are_our_namespaces_and_definition_reads_every_services() -> None:
+    got = reading(METRICS, T0)
+    assert (got.workflow_task_dispatches, got.search_attribute_reads) == (3, 9)

@@ -24,6 +24,7 @@ from temporalio.client import Client
 from activities.registry import load_handlers
 from bench.meter import Reading
 from starter import operations
+from starter.dev.devserver import SEARCH_ATTRIBUTE_CACHE_CONFIG
 from tests.helpers.metered import Lab, metered_lab
 from workflows.models import JobReport, JobStatus
 
@@ -97,7 +98,7 @@ async def test_a_job_with_a_priority_or_fairness_key_goes_through_the_task_queue
 
 @pytest.mark.timeout(120)
 async def test_start_devs_default_reads_the_definitions_at_every_lookup() -> None:
-    forced = {"system.forceSearchAttributesCacheRefreshOnRead": True}
+    forced = {key: True for key in SEARCH_ATTRIBUTE_CACHE_CONFIG}  # start-dev's own default
     async with metered_lab("forced", **forced) as lab:
         before, after = await counted(lab, lab.client)
     assert definition_reads(before, after) >= FORCED_READS_PER_JOB * len(PLAIN)
