@@ -58,8 +58,11 @@ async def test_a_handler_waits_for_its_start_record_while_the_server_is_frozen(
         os.kill(server.process.pid, signal.SIGSTOP)
         frozen_at = time.time()
         await asyncio.sleep(run_at + FROZEN - time.time())
-        os.kill(server.process.pid, signal.SIGCONT)
+        # Read before the signal: the server answers nothing until it runs again, and this
+        # process may lose the CPU between the two (once the handler started 1 ms before a
+        # reading taken after the signal).
         resumed_at = time.time()
+        os.kill(server.process.pid, signal.SIGCONT)
         rows = await eventually(
             lambda: asyncio.sleep(0, read_records(records)),
             lambda rows: Tally.of(rows).dones["frozen"] >= 1,
