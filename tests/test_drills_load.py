@@ -397,32 +397,15 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
     reports = await asyncio.gather(*(status_of(i) for i in ids))
     delays: dict[int, list[float]] = defaultdict(list)
     for job in reports:
-        # One attempt per request the endpoint saw; an attempt that could not connect (a
-        # loaded machine can time out a connect) is a failed attempt the endpoint never saw.
-        reached = [a for a in job.attempts if a.error_type not in UNREACHED]
-        assert len(reached) == len(by_key[job.job_id]), job.attempts
-        # A second 200 only where the worker gave up waiting for an earlier answer:
-        # at-least-once, and the idempotency key in the request lets the endpoint dedupe.
-        late = sum(1 for a in job.attempts if a.error_type in ANSWERED_LATE)
-        oks = sum(1 for hit in by_key[job.job_id] if hit.status == 200)
-        assert 1 <= oks <= 1 + late, job.attempts
-        # When the endpoint saw each attempt (None: it never reached it). An attempt's own
-        # started_at is its worker's reading of the server's clock, never ahead but possibly
-        # behind (activities/server_clock.py): the endpoint's clock is the outside truth.
-        seen = iter(sorted(hit.at for hit in by_key[job.job_id]))
-        seen_at = [None if a.error_type in UNREACHED else next(seen) for a in job.attempts]
-        for n, a in enumerate(job.attempts[:-1], start=1):
-            low, high = retry_delay_bounds(n, base, 300, jitter)
-            assert a.retry_delay is not None and low <= a.retry_delay <= high, (job.job_id, n)
-            # The server never starts the next attempt before the formula's delay.
-            # (Not after an answer the worker stopped waiting for: the endpoint may stamp it
-            # later than the worker failed the attempt.)
-            a_at, b_at = seen_at[n - 1], seen_at[n]
-            if a_at is not None and b_at is not None and a.error_type not in ANSWERED_LATE:
-                assert b_at - a_at >= a.retry_delay, (job.job_id, n, b_at - a_at)
-            delays[n].append(a.retry_delay)
+        check_storm_attempts(job, by_key[job.job_id], base, jitter, delays)
+    lost = sum(1 for job in reports for a in job.attempts if a.outcome == "lost")
+    # Lost attempts are the rare transit loss, not a pattern (one in 200 jobs in one of five
+    # five-worker suite runs; none in the others).
+    assert lost <= count // 20
+    first_lost = sum(1 for job in reports if job.attempts[0].outcome == "lost")
     attempts = [len(job.attempts) for job in reports]
-    assert len(delays[1]) == count  # every job met the storm, so every job backed off once
+    # Every job met the storm, so every job backed off once (by our jitter, unless lost).
+    assert len(delays[1]) == count - first_lost
     # How many failed 3 and 4 times depends on how widely a loaded server spread the herd; each
     # retry level that enough jobs reached must be spread by jitter, not identical.
     levels = [n for n in (1, 2, 3) if len(delays[n]) >= 20]
@@ -441,6 +424,49 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             f"attempts per job {min(attempts)}-{max(attempts)}; "
             f"every delay inside the jitter bounds; delay {deepest} spread "
             f"{max(delays[deepest]) - min(delays[deepest]):.2f}s "
-            f"of {jitter * 2 ** (deepest - 1):.2f}s possible",
+            f"of {jitter * 2 ** (deepest - 1):.2f}s possible; {lost} attempt(s) lost in transit",
         )
     )
+
+
+def check_storm_attempts(
+    job: JobReport, hits: list[Any], base: float, jitter: float, delays: dict[int, list[float]]
+) -> None:
+    """One storm job's attempts against the requests the endpoint saw from it; each retry
+    delay the activity chose goes into ``delays`` by attempt number.
+
+    An attempt the server handed out but no worker ran (its poll's answer lost in transit;
+    seen once under load: no log line, no request, the next attempt a lease later) is
+    ``lost``: it may or may not have reached the endpoint, and Temporal's RetryPolicy, not our
+    jitter, timed the attempt after it."""
+    lost = [a for a in job.attempts if a.outcome == "lost"]
+    # One attempt per request the endpoint saw; an attempt that could not connect (a loaded
+    # machine can time out a connect) is a failed attempt the endpoint never saw.
+    reached = [a for a in job.attempts if a.error_type not in UNREACHED and a not in lost]
+    assert len(reached) <= len(hits) <= len(reached) + len(lost), job.attempts
+    # A second 200 only where the worker gave up waiting for an earlier answer (or lost an
+    # attempt): at-least-once, and the request's idempotency key lets the endpoint dedupe.
+    late = sum(1 for a in job.attempts if a.error_type in ANSWERED_LATE or a in lost)
+    oks = sum(1 for hit in hits if hit.status == 200)
+    assert 1 <= oks <= 1 + late, job.attempts
+    # When the endpoint saw each attempt (None: it never reached it), where that is known. An
+    # attempt's own started_at is its worker's reading of the server's clock, never ahead but
+    # possibly behind (activities/server_clock.py): the endpoint's clock is the outside truth.
+    seen = iter(sorted(hit.at for hit in hits))
+    unseen = UNREACHED if len(hits) == len(reached) else None
+    seen_at = [
+        None if unseen is None or a.error_type in unseen or a in lost else next(seen)
+        for a in job.attempts
+    ]
+    for n, a in enumerate(job.attempts[:-1], start=1):
+        if a in lost:
+            continue
+        low, high = retry_delay_bounds(n, base, 300, jitter)
+        assert a.retry_delay is not None and low <= a.retry_delay <= high, (job.job_id, n)
+        # The server never starts the next attempt before the formula's delay.
+        # (Not after an answer the worker stopped waiting for: the endpoint may stamp it
+        # later than the worker failed the attempt.)
+        a_at, b_at = seen_at[n - 1], seen_at[n]
+        if a_at is not None and b_at is not None and a.error_type not in ANSWERED_LATE:
+            assert b_at - a_at >= a.retry_delay, (job.job_id, n, b_at - a_at)
+        delays[n].append(a.retry_delay)
