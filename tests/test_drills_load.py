@@ -435,8 +435,8 @@ def check_storm_attempts(
     """One storm job's attempts against the requests the endpoint saw from it; each retry
     delay the activity chose goes into ``delays`` by attempt number.
 
-    An attempt the server handed out but no worker ran (most likely its poll's answer lost;
-    seen once under load: no log line, no request, the next attempt a lease later) is
+    An attempt the server handed out that ran nothing the logs show (seen once under load: no
+    log line, no request, the next attempt a lease later; the cause was not found) is
     ``lost``: it may or may not have reached the endpoint, and Temporal's RetryPolicy, not our
     jitter, timed the attempt after it."""
     lost = [a for a in job.attempts if a.outcome == "lost"]
