@@ -424,7 +424,8 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             f"attempts per job {min(attempts)}-{max(attempts)}; "
             f"every delay inside the jitter bounds; delay {deepest} spread "
             f"{max(delays[deepest]) - min(delays[deepest]):.2f}s "
-            f"of {jitter * 2 ** (deepest - 1):.2f}s possible; {lost} attempt(s) lost in transit",
+            f"of {jitter * 2 ** (deepest - 1):.2f}s possible; "
+            f"{lost} attempt(s) lost, recovered by the lease",
         )
     )
 
