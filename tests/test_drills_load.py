@@ -398,8 +398,14 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
     delays: dict[int, list[float]] = defaultdict(list)
     for job in reports:
         check_storm_attempts(job, by_key[job.job_id], base, jitter, delays)
-    lost = sum(1 for job in reports for a in job.attempts if a.outcome == "lost")
-    # Lost attempts are the rare transit loss, not a pattern (one in 200 jobs in one of five
+    lost_ones = [
+        f"{job.job_id} #{a.attempt} ({a.error_type}, worker {a.worker})"
+        for job in reports
+        for a in job.attempts
+        if a.outcome == "lost"
+    ]
+    lost = len(lost_ones)
+    # Lost attempts are rare, not a pattern (one in 200 jobs in one of five
     # five-worker suite runs; none in the others).
     assert lost <= count // 20
     first_lost = sum(1 for job in reports if job.attempts[0].outcome == "lost")
@@ -425,7 +431,8 @@ async def test_drill_retry_storm_against_a_recovering_endpoint(
             f"every delay inside the jitter bounds; delay {deepest} spread "
             f"{max(delays[deepest]) - min(delays[deepest]):.2f}s "
             f"of {jitter * 2 ** (deepest - 1):.2f}s possible; "
-            f"{lost} attempt(s) lost, recovered by the lease",
+            f"{lost} attempt(s) lost, recovered by the lease{': ' if lost else ''}"
+            f"{'; '.join(lost_ones[:3])}",
         )
     )
 
