@@ -47,8 +47,9 @@ import os
 import pkgutil
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -226,6 +227,15 @@ class JobWorker:
     def close(self) -> None:
         self.activities.liveness.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Worker]:
+        """The worker polling for the ``async with`` block; then shut down and closed."""
+        try:
+            async with self.worker as worker:
+                yield worker
+        finally:
+            self.close()
 
 
 def build_worker(

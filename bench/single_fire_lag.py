@@ -76,15 +76,16 @@ async def main(runs: int, slots: int) -> None:
         records = Path(tmp) / "starts.jsonl"
         os.environ[RECORDS_ENV] = str(records)
         handlers = load_handlers("bench.handlers")
-        async with fresh_server() as (_, client):
-            job_worker = build_worker(client, WorkerSettings(task_queue="jobs"), handlers)
-            async with job_worker.worker:
-                events, tasks = await one_shots(client, runs, handlers.names())
-                await cron_slots(client, "cron-lean", slots, handlers.names(), records)
-                await cron_slots(
-                    client, "cron-at-slot", slots, handlers.names(), records, dispatch_lead=0
-                )
-            job_worker.close()
+        settings = WorkerSettings(task_queue="jobs")
+        async with (
+            fresh_server() as (_, client),
+            build_worker(client, settings, handlers).running(),
+        ):
+            events, tasks = await one_shots(client, runs, handlers.names())
+            await cron_slots(client, "cron-lean", slots, handlers.names(), records)
+            await cron_slots(
+                client, "cron-at-slot", slots, handlers.names(), records, dispatch_lead=0
+            )
         cases = {
             "one-shot": lags_ms(records, "lag-"),
             f"cron {CRON}": lags_ms(records, "cron-lean@")[:slots],

@@ -84,12 +84,8 @@ async def in_process_worker(kind: str, client: Client, records: Path) -> AsyncIt
     os.environ[RECORDS_ENV] = str(records)  # as the worker processes are told
     if kind == "ours":
         settings = WorkerSettings(task_queue=OURS_QUEUE, handler_modules="bench.handlers")
-        job_worker = build_worker(client, settings)
-        try:
-            async with job_worker.worker:
-                yield
-        finally:
-            job_worker.close()
+        async with build_worker(client, settings).running():
+            yield
     else:
         async with baseline_worker(client):
             yield

@@ -460,12 +460,10 @@ def check_storm_attempts(
     # When the endpoint saw each attempt (None: it never reached it), where that is known. An
     # attempt's own started_at is its worker's reading of the server's clock, never ahead but
     # possibly behind (activities/server_clock.py): the endpoint's clock is the outside truth.
+    # Known only when every request is one of ``reached`` (no lost attempt reached it).
+    known = len(hits) == len(reached)
     seen = iter(sorted(hit.at for hit in hits))
-    unseen = UNREACHED if len(hits) == len(reached) else None
-    seen_at = [
-        None if unseen is None or a.error_type in unseen or a in lost else next(seen)
-        for a in job.attempts
-    ]
+    seen_at = [next(seen) if known and a in reached else None for a in job.attempts]
     for n, a in enumerate(job.attempts[:-1], start=1):
         if a in lost:
             continue

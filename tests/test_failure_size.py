@@ -167,12 +167,8 @@ def fails_with(ctx: JobContext) -> None:
 
 @asynccontextmanager
 async def worker_with(client: Client, task_queue: str) -> AsyncIterator[None]:
-    job_worker = build_worker(client, WorkerSettings(task_queue=task_queue), handlers)
-    try:
-        async with job_worker.worker:
-            yield
-    finally:
-        job_worker.close()
+    async with build_worker(client, WorkerSettings(task_queue=task_queue), handlers).running():
+        yield
 
 
 async def schedule(client: Client, task_queue: str, **fields: Any) -> str:

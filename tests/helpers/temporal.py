@@ -48,14 +48,10 @@ async def running_worker(
     published names); the test then ends the registry with ``end_singletons``."""
     registry = load_handlers("tests.handlers")
     settings = WorkerSettings(task_queue=task_queue)
-    job_worker = build_worker(client, settings, registry)
-    try:
-        async with job_worker.worker as worker:
-            if publish:
-                await publish_handlers(client, settings, registry)
-            yield worker
-    finally:
-        job_worker.close()
+    async with build_worker(client, settings, registry).running() as worker:
+        if publish:
+            await publish_handlers(client, settings, registry)
+        yield worker
 
 
 async def _gone(client: Client, workflow_id: str) -> bool:
