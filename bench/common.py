@@ -12,12 +12,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 from temporalio.client import Client
@@ -25,6 +26,7 @@ from temporalio.client import Client
 from starter.dev.devserver import DevServer, die_with_parent, free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
+WORKER_LOGS_ENV = "BENCH_WORKER_LOGS"  # a folder: keep each worker's output there
 
 
 def percentile(values: Sequence[float], pct: float) -> float:
@@ -116,12 +118,14 @@ class Workers:
             preexec_fn=die_with_parent,
         )
         assert proc.stdout is not None
+        kept = worker_log(len(self.procs))
         for raw in proc.stdout:  # ready once it says it polls
+            kept.write(raw)
             if b"polling" in raw:
                 break
         else:
             raise RuntimeError(f"worker {cmd} exited early")
-        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+        threading.Thread(target=drain, args=(proc.stdout, kept), daemon=True).start()
         self.procs.append(proc)
         return proc
 
@@ -135,6 +139,43 @@ class Workers:
                     proc.kill()
                     proc.wait()
         self.procs.clear()
+
+
+BUSY_LOOP = "while True: pass"
+
+
+@contextmanager
+def background_load(processes: int) -> Iterator[None]:
+    """``processes`` busy loops (one core each) beside the block: a machine that is doing
+    something else, as a scheduler's usually is. Stopped on exit, by PID."""
+    busy = [
+        subprocess.Popen([sys.executable, "-c", BUSY_LOOP], preexec_fn=die_with_parent)
+        for _ in range(processes)
+    ]
+    try:
+        yield
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+
+
+def worker_log(index: int) -> BinaryIO:
+    """Where a worker's output goes: a file under $BENCH_WORKER_LOGS (kept after the run, for
+    tracing), else nowhere."""
+    folder = os.environ.get(WORKER_LOGS_ENV)
+    if not folder:
+        return open(os.devnull, "wb")
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return open(Path(folder) / f"worker-{stamp}-{os.getpid()}-{index}.log", "wb")
+
+
+def drain(pipe: BinaryIO, kept: BinaryIO) -> None:
+    """Copy a worker's output until it closes (an undrained pipe would block the worker)."""
+    with kept:
+        for raw in pipe:
+            kept.write(raw)
 
 
 @asynccontextmanager
@@ -168,6 +209,15 @@ def read_starts(records: Path) -> dict[str, tuple[float, float]]:
             row = json.loads(line)
             starts.setdefault(row["key"], (row["scheduled"], row["started"]))
     return starts
+
+
+def repeated_starts(records: Path) -> int:
+    """How many keys' handlers started more than once (a second attempt, or a lost one's
+    retry): a herd on time needs none."""
+    if not records.exists():
+        return 0
+    counts = Counter(json.loads(line)["key"] for line in records.read_text().splitlines())
+    return sum(1 for n in counts.values() if n > 1)
 
 
 async def wait_for_starts(

@@ -1,6 +1,7 @@
 """Herd: N one-shot jobs due in the same second, scheduled ``--ahead`` seconds before.
 
     python -m bench.herd [--jobs 1000 5000] [--ahead 60 [300]] [--peer] [--sides ours ...]
+                         [--load N]
 
 For each size, ours (``jobs worker``, defaults but a prefetch that fits the herd) and the
 baseline (timer + activity, SDK-default worker) each get a fresh dev server (SQLite file, WAL)
@@ -8,7 +9,8 @@ and the same herd. Fire lag is the handler's start minus run_at; drain is when t
 started. ``--peer`` adds procrastinate on a local PostgreSQL (bench/peer.py, 1 s poll);
 ``--sides`` runs only the sides named (e.g. ``--sides ours`` to compare two checkouts);
 ``--ahead`` is the notice for every size, or one per size (``--jobs 1000 2000 5000 --ahead 60
-60 300``).
+60 300``); ``--load N`` runs N busy processes (a core each) beside every side's whole run,
+the same for each side.
 Prints a table and writes JSON under bench/results/.
 """
 
@@ -24,7 +26,16 @@ from typing import Any
 from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
-from bench.common import OURS_QUEUE, gather_limited, side, summary, wait_for_starts, write_result
+from bench.common import (
+    OURS_QUEUE,
+    background_load,
+    gather_limited,
+    repeated_starts,
+    side,
+    summary,
+    wait_for_starts,
+    write_result,
+)
 from starter import operations
 
 CALLERS = 50
@@ -73,6 +84,7 @@ async def run_side(kind: str, count: int, ahead: float) -> dict[str, Any]:
             "lag": summary(lags) if lags else None,
             "drain_seconds": max(start for _, start in starts.values()) - due if starts else None,
             "early": sum(1 for lag in lags if lag < 0),
+            "started_twice": repeated_starts(records),
             "lags": sorted(round(lag, 4) for lag in lags),  # for the report's CDF
         }
 
@@ -89,28 +101,31 @@ def notice_per_size(sizes: list[int], aheads: list[float]) -> list[float]:
     return aheads
 
 
-async def main(sizes: list[int], aheads: list[float], sides: list[str]) -> None:
+async def main(sizes: list[int], aheads: list[float], sides: list[str], load: int) -> None:
     os.environ["JOBS_TASK_QUEUE"] = OURS_QUEUE  # where operations.start puts our jobs
     rows = []
     for count, ahead in zip(sizes, aheads, strict=True):
         for kind in sides:
-            if kind == "peer":
-                from bench import peer as procrastinate_peer  # needs the `peer` extra
+            with background_load(load):
+                if kind == "peer":
+                    from bench import peer as procrastinate_peer  # needs the `peer` extra
 
-                row = await procrastinate_peer.herd(count, ahead, procrastinate_peer.TUNED_POLL)
-            else:
-                row = await run_side(kind, count, ahead)
-            rows.append({**row, "ahead": ahead})
+                    poll = procrastinate_peer.TUNED_POLL
+                    row = await procrastinate_peer.herd(count, ahead, poll)
+                else:
+                    row = await run_side(kind, count, ahead)
+            rows.append({**row, "ahead": ahead, "load": load})
             lag = row["lag"] or {}
             print(
-                f"{kind:9} {count:6} jobs, {ahead:g}s notice: "
+                f"{kind:9} {count:6} jobs, {ahead:g}s notice, load {load}: "
                 f"fire lag p50 {lag.get('p50', 0):7.2f}s "
                 f"p95 {lag.get('p95', 0):7.2f}s p99 {lag.get('p99', 0):7.2f}s "
                 f"max {lag.get('max', 0):7.2f}s drain {row['drain_seconds'] or 0:7.2f}s "
-                f"(scheduled in {row['schedule_seconds']:.1f}s, early {row['early']})",
+                f"(scheduled in {row['schedule_seconds']:.1f}s, early {row['early']}, "
+                f"started twice {row.get('started_twice', 0)})",
                 flush=True,
             )
-    path = write_result("herd", {"ahead": aheads, "rows": rows})
+    path = write_result("herd", {"ahead": aheads, "load": load, "rows": rows})
     print(f"wrote {path}")
 
 
@@ -122,6 +137,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--peer", action="store_true", help="add procrastinate + PostgreSQL")
     parser.add_argument("--sides", nargs="+", choices=SIDES, help="only these sides")
+    parser.add_argument(
+        "--load", type=int, default=0, help="busy processes beside every side's whole run"
+    )
     args = parser.parse_args()
     chosen = args.sides or [kind for kind in SIDES if args.peer or kind != "peer"]
-    asyncio.run(main(args.jobs, notice_per_size(args.jobs, args.ahead), chosen))
+    asyncio.run(main(args.jobs, notice_per_size(args.jobs, args.ahead), chosen, args.load))

@@ -45,6 +45,7 @@ from bench.common import (
     ROOT,
     cpu_seconds,
     gather_limited,
+    repeated_starts,
     steady_rate,
     summary,
     wait_for_starts,
@@ -250,6 +251,7 @@ async def herd(
             "lag": summary(lags) if lags else None,
             "drain_seconds": max(start for _, start in starts.values()) - due if starts else None,
             "early": sum(1 for lag in lags if lag < 0),
+            "started_twice": repeated_starts(records),
             "lags": [round(lag, 4) for lag in lags],
         }
 
