@@ -99,7 +99,7 @@ WORKFLOWS = [
 # second after run_at, while the four sticky pollers took the completions of the jobs that had
 # already run. Here all 10 may poll the partitions (the sticky queue keeps at least one). Two
 # busy cores beside a 2,000 herd (bench.herd --load 2): p99 48.6-51.8 s in four runs with the
-# SDK's defaults, 23.3 and 9.0 s with this (docs/PERFORMANCE.md).
+# SDK's defaults, 9.0-31.6 s in four with this (median 23.7; docs/PERFORMANCE.md).
 WORKFLOW_TASK_POLLS = 10
 NONSTICKY_TO_STICKY_POLLS = 1.0
 # Third-party modules the workflows use: deterministic, so every run shares the worker's copy.

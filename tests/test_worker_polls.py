@@ -17,7 +17,7 @@ from worker import WorkerSettings, build_worker
 DEFAULT_PARTITIONS = 4
 
 
-async def test_the_partitions_get_a_poller_each_and_the_sticky_queue_keeps_one(
+async def test_each_partition_of_a_default_task_queue_gets_a_poller_and_one_to_spare(
     ts_env: WorkflowEnvironment,
 ) -> None:
     job_worker = build_worker(
