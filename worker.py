@@ -91,17 +91,6 @@ WORKFLOWS = [
     HandlerRegistryWorkflow,
     ConcurrencyLimitWorkflow,
 ]
-# Workflow-task pollers. The SDK lets ``polls x ratio`` of them poll the task queue's
-# partitions and the rest this worker's sticky queue: by default 5 x 0.2, one on the
-# partitions and four sticky. A herd's first workflow tasks wait on the partitions (4 on a
-# Temporal server by default; a poller waits on one at a time), and on a busy machine each
-# round trip of that one poller waited behind the server's queue: it fetched them at 1-4 a
-# second after run_at, while the four sticky pollers took the completions of the jobs that had
-# already run. Here all 10 may poll the partitions (the sticky queue keeps at least one). Two
-# busy cores beside a 2,000 herd (bench.herd --load 2): p99 48.6-51.8 s in four runs with the
-# SDK's defaults, 9.0-31.6 s in four with this (median 23.7; docs/PERFORMANCE.md).
-WORKFLOW_TASK_POLLS = 10
-NONSTICKY_TO_STICKY_POLLS = 1.0
 # Third-party modules the workflows use: deterministic, so every run shares the worker's copy.
 THIRD_PARTY_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types")
 
@@ -292,8 +281,10 @@ def build_worker(
         # workflow task then costs the server no visibility write.
         build_id=build.build_id(),
         workflow_runner=sandbox_runner(),
-        max_concurrent_workflow_task_polls=WORKFLOW_TASK_POLLS,
-        nonsticky_to_sticky_poll_ratio=NONSTICKY_TO_STICKY_POLLS,
+        # All 10 workflow-task pollers may wait on the task queue's partitions (the SDK's default
+        # gives them one of five: docs/PERFORMANCE.md, "Why a busy machine made a herd late").
+        max_concurrent_workflow_task_polls=10,
+        nonsticky_to_sticky_poll_ratio=1.0,
     )
     return JobWorker(worker, executor, jobs)
 
