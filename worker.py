@@ -281,10 +281,10 @@ def build_worker(
         # workflow task then costs the server no visibility write.
         build_id=build.build_id(),
         workflow_runner=sandbox_runner(),
-        # All 10 workflow-task pollers may wait on the task queue's partitions (the SDK's default
-        # gives them one of five: docs/PERFORMANCE.md, "Why a busy machine made a herd late").
+        # 10 workflow-task pollers, 5 on the task queue's partitions and 5 sticky (the SDK's
+        # default: 1 and 4; docs/PERFORMANCE.md, "Why a busy machine made a herd late").
         max_concurrent_workflow_task_polls=10,
-        nonsticky_to_sticky_poll_ratio=1.0,
+        nonsticky_to_sticky_poll_ratio=0.5,
     )
     return JobWorker(worker, executor, jobs)
 
