@@ -201,23 +201,37 @@ async def side(
             server.stop()
 
 
+def start_records(records: Path) -> list[dict[str, Any]]:
+    """Every handler start noted in a records file, in order (none before the first)."""
+    if not records.exists():
+        return []
+    return [json.loads(line) for line in records.read_text().splitlines()]
+
+
 def read_starts(records: Path) -> dict[str, tuple[float, float]]:
     """key -> (scheduled, first start) from a records file."""
     starts: dict[str, tuple[float, float]] = {}
-    if records.exists():
-        for line in records.read_text().splitlines():
-            row = json.loads(line)
-            starts.setdefault(row["key"], (row["scheduled"], row["started"]))
+    for row in start_records(records):
+        starts.setdefault(row["key"], (row["scheduled"], row["started"]))
     return starts
 
 
-def repeated_starts(records: Path) -> int:
-    """How many keys' handlers started more than once (a second attempt, or a lost one's
-    retry): a herd on time needs none."""
-    if not records.exists():
-        return 0
-    counts = Counter(json.loads(line)["key"] for line in records.read_text().splitlines())
-    return sum(1 for n in counts.values() if n > 1)
+def herd_fields(
+    records: Path, starts: dict[str, tuple[float, float]], due: float
+) -> dict[str, Any]:
+    """What a herd's row says of its handler starts (``starts`` from :func:`read_starts`, due
+    at epoch ``due``): fire lags, drain, early starts, and how many keys' handlers started more
+    than once (a second attempt, or a lost one's retry: a herd on time needs none)."""
+    lags = sorted(start - scheduled for scheduled, start in starts.values())
+    handled = Counter(row["key"] for row in start_records(records))
+    return {
+        "started": len(starts),
+        "lag": summary(lags) if lags else None,
+        "drain_seconds": max(start for _, start in starts.values()) - due if starts else None,
+        "early": sum(1 for lag in lags if lag < 0),
+        "started_twice": sum(1 for n in handled.values() if n > 1),
+        "lags": [round(lag, 4) for lag in lags],  # for the report's CDF
+    }
 
 
 async def wait_for_starts(

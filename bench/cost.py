@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -52,7 +51,7 @@ from temporalio.client import (
 from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
-from bench.common import OURS_QUEUE, write_result
+from bench.common import OURS_QUEUE, start_records, write_result
 from bench.meter import MeteredServer, Reading, Window, metered_side, read, window
 from starter import dlq, operations
 from workflows.models import JOB_STATUS
@@ -93,9 +92,7 @@ class Bench:
 
     def starts_since(self, since: float) -> list[float]:
         """Handler start times (epoch seconds) recorded at or after ``since``, in order."""
-        if not self.records.exists():
-            return []
-        rows = (json.loads(line) for line in self.records.read_text().splitlines())
+        rows = start_records(self.records)
         return sorted(row["started"] for row in rows if row["started"] >= since)
 
     async def slot_boundary(self, since: float, nth: int) -> Reading:

@@ -30,9 +30,8 @@ from bench.common import (
     OURS_QUEUE,
     background_load,
     gather_limited,
-    repeated_starts,
+    herd_fields,
     side,
-    summary,
     wait_for_starts,
     write_result,
 )
@@ -75,17 +74,11 @@ async def run_side(kind: str, count: int, ahead: float) -> dict[str, Any]:
             )
         scheduling = time.monotonic() - started
         starts = await wait_for_starts(records, count, timeout=ahead + 900)
-        lags = [start - scheduled for scheduled, start in starts.values()]
         return {
             "side": kind,
             "jobs": count,
-            "started": len(starts),
             "schedule_seconds": scheduling,
-            "lag": summary(lags) if lags else None,
-            "drain_seconds": max(start for _, start in starts.values()) - due if starts else None,
-            "early": sum(1 for lag in lags if lag < 0),
-            "started_twice": repeated_starts(records),
-            "lags": sorted(round(lag, 4) for lag in lags),  # for the report's CDF
+            **herd_fields(records, starts, due),
         }
 
 
@@ -122,7 +115,7 @@ async def main(sizes: list[int], aheads: list[float], sides: list[str], load: in
                 f"p95 {lag.get('p95', 0):7.2f}s p99 {lag.get('p99', 0):7.2f}s "
                 f"max {lag.get('max', 0):7.2f}s drain {row['drain_seconds'] or 0:7.2f}s "
                 f"(scheduled in {row['schedule_seconds']:.1f}s, early {row['early']}, "
-                f"started twice {row.get('started_twice', 0)})",
+                f"started twice {row['started_twice']})",
                 flush=True,
             )
     path = write_result("herd", {"ahead": aheads, "load": load, "rows": rows})

@@ -45,7 +45,7 @@ from bench.common import (
     ROOT,
     cpu_seconds,
     gather_limited,
-    repeated_starts,
+    herd_fields,
     steady_rate,
     summary,
     wait_for_starts,
@@ -242,17 +242,11 @@ async def herd(
         )
         scheduling = time.monotonic() - started
         starts = await wait_for_starts(records, count, timeout=ahead + 900)
-        lags = sorted(start - scheduled for scheduled, start in starts.values())
         return {
             "side": "peer",
             "jobs": count,
-            "started": len(starts),
             "schedule_seconds": scheduling,
-            "lag": summary(lags) if lags else None,
-            "drain_seconds": max(start for _, start in starts.values()) - due if starts else None,
-            "early": sum(1 for lag in lags if lag < 0),
-            "started_twice": repeated_starts(records),
-            "lags": [round(lag, 4) for lag in lags],
+            **herd_fields(records, starts, due),
         }
 
 
