@@ -62,11 +62,10 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 import workflows
-from activities.dead_alert import RoundEndAlert
 from activities.dlq import AlertActivities, park_in_dlq, report_to_dlq
 from activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE, LoopWatchdog, exit_now
 from activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
-from activities.notify import attempt_notifier_from_env, notifier_from_env
+from activities.notify import notifier_from_env
 from activities.registry import HandlerModuleError, HandlerRegistry, load_handlers
 from activities.run_job import DEFAULT_CANCEL_LATENCY, JobActivities
 from connection import build
@@ -252,7 +251,6 @@ def build_worker(
         settings.max_concurrent_jobs,
         cancel_latency=settings.cancel_latency,
         slots_per_key=settings.slots_per_key,
-        round_end_alert=RoundEndAlert(attempt_notifier_from_env()),
     )
     alerts = AlertActivities(notifier_from_env())
     runs_workflows = settings.role != "activities"

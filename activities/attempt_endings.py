@@ -46,7 +46,6 @@ from activities.attempt_outcome import (
     server_gives_up,
 )
 from activities.context import PermanentError
-from activities.dead_alert import RoundEndAlert
 from activities.failure_size import fitted, handler_failure
 from workflows.backoff import retry_delay
 from workflows.models import HeartbeatState, JobSpec, RunJobResult
@@ -120,14 +119,12 @@ class PermanentFailure:
     """The handler raised :class:`PermanentError` (or cannot run at all): no retry."""
 
     error: PermanentError
-    alert: RoundEndAlert
 
     async def settle(self, attempt: AttemptLog, spec: JobSpec) -> RunJobResult:
         attempt.close("failed", self.error)
         message, kind = error_fields(self.error)
         number = attempt.record.attempt
         log.warning("job %s attempt %d failed permanently: %s", spec.id, number, message)
-        await self.alert.round_ended(spec, attempt.state)
         failure = ApplicationError(
             message, attempt.state, type=kind, non_retryable=True, category=BENIGN
         )
@@ -151,25 +148,21 @@ class RetryLater:
 @dataclass
 class OutOfAttempts:
     """The handler failed on the round's last attempt (or the server retries no more): the
-    round ends, and its failure brings the round's log (and its alert, if raised here) to
-    the workflow."""
+    round ends, and its failure brings the round's log to the workflow (whose park has
+    the dead-letter queue raise the alert)."""
 
     error: Exception
-    alert: RoundEndAlert
 
     async def settle(self, attempt: AttemptLog, spec: JobSpec) -> RunJobResult:
         _close_failed(attempt, self.error, spec, None)
-        await self.alert.round_ended(spec, attempt.state)
         raise _failure(attempt, self.error, None) from self.error
 
 
-def failed(
-    error: Exception, number_in_round: int, spec: JobSpec, alert: RoundEndAlert
-) -> RetryLater | OutOfAttempts:
+def failed(error: Exception, number_in_round: int, spec: JobSpec) -> RetryLater | OutOfAttempts:
     """The ending of an attempt whose handler failed (``number_in_round``: this attempt's
     number among those that reached the handler this round)."""
     if number_in_round >= spec.max_attempts or server_gives_up(activity.info()):
-        return OutOfAttempts(error, alert)
+        return OutOfAttempts(error)
     jitter = random.random()
     delay = retry_delay(number_in_round, spec.backoff_base, spec.backoff_max, spec.jitter, jitter)
     return RetryLater(error, delay)

@@ -73,10 +73,3 @@ def notifier_from_env() -> Notifier:
     if url:
         notifiers.append(WebhookNotifier(url))
     return AllNotifiers(notifiers)
-
-
-def attempt_notifier_from_env() -> LogNotifier | None:
-    """The notifier the attempt that ends a round may alert with itself, sparing the DLQ's
-    alert activity (activities/dead_alert.py): the log, when no webhook is set; None when
-    one is (then every alert goes out in the DLQ's batches)."""
-    return None if os.environ.get(WEBHOOK_ENV) else LogNotifier()

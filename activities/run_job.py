@@ -69,7 +69,6 @@ from activities.attempt_outcome import (
     previous_attempts,
 )
 from activities.context import HandlerRegistry, JobContext, PermanentError
-from activities.dead_alert import RoundEndAlert
 from activities.gc_pause import StartWindow
 from activities.predispatch import (
     GO_CHECK_TIMEOUT,
@@ -146,11 +145,8 @@ class JobActivities:
         max_concurrent_jobs: int,
         cancel_latency: float = DEFAULT_CANCEL_LATENCY,
         slots_per_key: int | None = None,
-        round_end_alert: RoundEndAlert | None = None,
     ):
         self.registry = registry
-        # None: every dead job's alert comes from the DLQ (see activities/dead_alert.py).
-        self.round_end_alert = round_end_alert or RoundEndAlert()
         self.cancel_latency = cancel_latency
         self.executor = executor
         self.worker = worker
@@ -271,9 +267,9 @@ class JobActivities:
         except asyncio.CancelledError as err:
             ending = cancelled_ending(err)
         except PermanentError as err:
-            ending = PermanentFailure(err, self.round_end_alert)
+            ending = PermanentFailure(err)
         except Exception as err:  # a handler's SystemExit & co arrive as HandlerAborted
-            ending = failed_ending(err, number_in_round, spec, self.round_end_alert)
+            ending = failed_ending(err, number_in_round, spec)
         await self._after_queued_starts()
         return await ending.settle(attempt, spec)
 

@@ -1,6 +1,6 @@
-"""Issue 14: with the log as the only notifier, the attempt that ends a round writes the
-dead-job alert itself and the DLQ runs no alert activity (one billable action fewer per dead
-job); with a webhook, the DLQ alerts in batches as before (time-skipping server)."""
+"""Issue 40: every dead job's alert comes from the dead-letter queue, one line (and one POST
+with a webhook) per park, whatever ended the round; the attempt that ends it alerts nothing
+itself (time-skipping server)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def alert_lines(caplog: pytest.LogCaptureFixture, job_id: str) -> list[str]:
 
 
 @pytest.mark.parametrize("poison", [POISON_ONCE, EXHAUSTED], ids=["permanent", "exhausted"])
-async def test_with_no_webhook_the_last_attempt_alerts_and_the_dlq_runs_no_activity(
+async def test_with_no_webhook_the_dlq_alerts_once_by_log(
     ts_env: WorkflowEnvironment,
     task_queue: str,
     poison: dict[str, Any],
@@ -59,8 +59,8 @@ async def test_with_no_webhook_the_last_attempt_alerts_and_the_dlq_runs_no_activ
     async with running_worker(client, task_queue):
         job = await submit(ts_env, task_queue, name="nightly", delay=0, **poison)
         await wait_for_log(client, "parked", job.id)
+        await wait_for_log(client, "alerted", "")
         [entry] = await dlq.recent_entries(client)
-        [alerted] = [x for x in await dlq_log(client) if x.action == "alerted"]
         attempts = poison.get("max_attempts", 1)
         [line] = alert_lines(caplog, job.id)
         # A normal job (the requeued one) still runs, and alerts nothing.
@@ -68,15 +68,16 @@ async def test_with_no_webhook_the_last_attempt_alerts_and_the_dlq_runs_no_activ
         await finished(ts_env, job)
         await wait_for_log(client, "requeued", job.id)
         ran = await dlq_activities(client)
-    assert entry.job_id == job.id and entry.alerted
+        actions = [x.action for x in await dlq_log(client)]
+    assert entry.job_id == job.id and not entry.alerted
     assert entry.attempts == attempts
     assert f"after {attempts} attempts" in line and "nightly" in line
-    assert job.id in alerted.detail and "last attempt" in alerted.detail
-    assert NOTIFY_DEAD_JOBS not in ran
+    assert ran == [NOTIFY_DEAD_JOBS]
+    assert actions.count("alerted") == 1
     assert alert_lines(caplog, job.id) == [line]  # one alert per park, none on success
 
 
-async def test_with_a_webhook_the_dlq_alerts_and_the_attempt_does_not(
+async def test_with_a_webhook_the_dlq_posts_and_logs_once(
     ts_env: WorkflowEnvironment,
     task_queue: str,
     monkeypatch: pytest.MonkeyPatch,

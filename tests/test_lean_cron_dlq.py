@@ -233,8 +233,8 @@ async def test_a_running_dlq_gets_one_signal_per_park_and_per_release(
     received = signals(dlq)
     assert received.count("park") == 2  # the first one with the DLQ's start
     assert received.count("job_released") == 1
-    # No webhook: each park's last attempt wrote its alert (tests/test_dead_alert.py).
-    assert activities(dlq) == []
+    # The DLQ alerts for each park (two parks far apart: two batches).
+    assert activities(dlq) == ["notify_dead_jobs", "notify_dead_jobs"]
     assert [e["job_id"] for e in entries] == [first.id]  # the requeued one left the index
 
 
@@ -261,8 +261,8 @@ async def test_a_release_with_no_dlq_running_does_not_restart_it(
 
 
 async def test_jobs_dead_is_counted_once_per_park_by_the_alert(task_queue: str) -> None:
-    """The park runs no activity, so ``jobs_dead`` is counted where the alert is raised:
-    with no webhook, by the attempt that ends the round (once per park)."""
+    """The park runs no activity, so ``jobs_dead`` is counted where the alert is raised: by
+    the DLQ's alert activity, once per parked entry, never by the attempt too."""
     port = free_port()
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=binaries.test_server(),
@@ -285,7 +285,7 @@ async def test_jobs_dead_is_counted_once_per_park_by_the_alert(task_queue: str) 
     finally:
         await env.shutdown()
     assert dead == total(samples, metrics.DEAD) == 3
-    assert total(samples, metrics.DEAD, activity_type="run_job") == 3
+    assert total(samples, metrics.DEAD, activity_type="notify_dead_jobs") == 3
 
 
 async def test_update_writes_the_schedule_memo_readers_compute_the_next_run_from(

@@ -167,9 +167,9 @@ async def test_worker_serves_job_and_sdk_metrics_per_handler(
     flaky = {"handler": "demo.sleep", "outcome": "succeeded"}
     assert total(samples, f"{metrics.DURATION}_bucket", le="250", **flaky) == 0
     assert 300 <= total(samples, f"{metrics.DURATION}_sum", **flaky) < 2500
-    # jobs_dead is counted where the alert is raised, once per parked entry: with no webhook,
-    # by the attempt that ended the round (activities/dead_alert.py), never by the DLQ too.
-    assert total(samples, metrics.DEAD, activity_type="run_job") == 2
+    # jobs_dead is counted where the alert is raised, once per parked entry: by the DLQ's
+    # alert activity, never by the attempt that ended the round too.
+    assert total(samples, metrics.DEAD, activity_type="notify_dead_jobs") == 2
     assert total(samples, metrics.DEAD) == 2
 
     # The SDK's own metrics, under their own names, on the same endpoint: one run_job task

@@ -22,7 +22,7 @@ from starter import operations
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
 from workflows.models import CronReport, DlqLogLine, JobReport, JobStatus
-from workflows.names import DLQ_WORKFLOW_ID, PARK_IN_DLQ, RUN_JOB
+from workflows.names import DLQ_WORKFLOW_ID, NOTIFY_DEAD_JOBS, PARK_IN_DLQ, RUN_JOB
 from workflows.uitext import moment_text
 
 pytestmark = pytest.mark.devserver
@@ -167,8 +167,7 @@ async def test_dead_job_shows_its_last_error(
         PARK_IN_DLQ: "park in the dead-letter queue after 1 attempt(s)",
     }
 
-    # The dead-letter queue says what it holds; with no webhook the job's last attempt wrote
-    # the alert, so the DLQ ran no alert activity (tests/test_dead_alert.py has the webhook).
+    # The dead-letter queue says what it holds, and its alert activity says what it sends.
     dlq = dev_client.get_workflow_handle(DLQ_WORKFLOW_ID)
     async with asyncio.timeout(30):
         while not any(
@@ -179,7 +178,7 @@ async def test_dead_job_shows_its_last_error(
     dlq_details = await current_details(dlq)
     assert dlq_details.startswith("**1 dead job(s)** indexed")
     assert "alerted 1, parked 1" in dlq_details
-    assert (await activity_summaries(dev_client, dlq)) == {}
+    assert (await activity_summaries(dev_client, dlq)) == {NOTIFY_DEAD_JOBS: "alert: 1 dead job(s)"}
 
 
 async def test_cron_and_its_slot_jobs_carry_summaries(

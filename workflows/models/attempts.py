@@ -59,8 +59,8 @@ class HeartbeatState(BaseModel):
     # While the handler runs: the most a cancel takes to reach it, in seconds (its worker's
     # heartbeat cadence), for ``jobs status`` to promise while a cancel is on its way.
     cancel_within: float | None = None
-    # Set by the attempt whose failure ends the round when it raised the dead-job alert
-    # itself (its worker alerts by log alone, activities/dead_alert.py): the DLQ sends none.
+    # Set by older pre-release workers whose round-ending attempt logged the dead-job alert
+    # itself (no longer done: the DLQ alerts); read for rounds they ended until 1.0.
     alerted: bool = False
 
     def close_dangling(self, ended_at: datetime, error: str, error_type: str) -> None:
