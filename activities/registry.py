@@ -42,6 +42,7 @@ from activities.context import (
     handler,
     registry,
 )
+from connection.errors import JobsError
 from connection.ownpackages import PackageClash, clash_hint, require_own_packages
 
 __all__ = [
@@ -64,10 +65,14 @@ ENTRY_POINT_GROUP = "jobs.handlers"  # [project.entry-points."jobs.handlers"] x 
 BUILTIN_MODULES = ("activities.builtin",)
 
 
-class HandlerModuleError(RuntimeError):
-    """A handler module cannot be loaded (a deployment mistake), two modules register one
-    name, or a project's own package shadows one of ours (:mod:`connection.ownpackages`):
-    the worker does not start."""
+class HandlerModuleError(JobsError, RuntimeError):
+    """A handler module cannot be loaded (a deployment mistake: it is missing, or raised or
+    exited while imported), two modules register one name, or a project's own package
+    shadows one of ours (:mod:`connection.ownpackages`): the worker does not start, and
+    ``jobctl worker`` exits 2 with one line naming where the module came from (an entry
+    point, ``JOBS_HANDLER_MODULES``), the module and the error."""
+
+    exit_code = 2
 
 
 def _import(module: str, source: str) -> None:
@@ -78,6 +83,14 @@ def _import(module: str, source: str) -> None:
     except ImportError as err:
         hint = clash_hint(err.name or "")
         raise HandlerModuleError(f"{source}: cannot import {module!r}: {err}{hint}") from err
+    except SystemExit as err:  # a plugin that exits while imported must not end us silently
+        raise HandlerModuleError(
+            f"{source}: importing {module!r} called sys.exit({err.code!r})"
+        ) from err
+    except Exception as err:
+        raise HandlerModuleError(
+            f"{source}: importing {module!r} raised {type(err).__name__}: {err}"
+        ) from err
 
 
 def plugin_modules() -> list[tuple[str, str]]:

@@ -286,10 +286,40 @@ def test_a_name_registered_twice_stops_the_worker_naming_both(
         text=True,
         timeout=60,
     )
-    assert answer.returncode == 1, answer
+    assert answer.returncode == 2, answer
     assert "handler 'billing.charge' is registered twice" in answer.stderr
     assert "'billing_jobs.handlers'" in answer.stderr and "'dup_billing'" in answer.stderr
     assert "Traceback" not in answer.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("raise RuntimeError('boom at import')", "raised RuntimeError: boom at import"),
+        ("import sys\nsys.exit(5)", "called sys.exit(5)"),
+        ("x = {}['missing']", "raised KeyError: 'missing'"),
+    ],
+    ids=["exception", "sys-exit", "key-error"],
+)
+def test_a_plugin_failing_at_import_stops_the_worker_in_one_line_naming_it(
+    dev_server: DevServer, tmp_path: Path, body: str, said: str
+) -> None:
+    """Whatever a handler module raises or exits with while imported, the worker refuses to
+    start (exit 2) with one line naming where it came from, the module and the error."""
+    write(tmp_path, {"broken_plugin.py": body + "\n"})
+    env = clean_env(
+        dev_server.address,
+        "nowhere",
+        JOBS_HANDLER_MODULES="broken_plugin",
+        PYTHONPATH=str(tmp_path),
+    )
+    jobctl = Path(sys.executable).parent / "jobctl"
+    answer = subprocess.run(
+        [jobctl, "worker"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert answer.returncode == 2, answer
+    [line] = answer.stderr.strip().splitlines()
+    assert line == f"error: JOBS_HANDLER_MODULES: importing 'broken_plugin' {said}"
 
 
 # -- beside a Temporal app ------------------------------------------------------------------
@@ -327,7 +357,9 @@ def test_a_top_level_workflows_package_stops_the_worker_saying_what_to_rename(
     answer = subprocess.run(
         [JOBS, "worker"], env=env, cwd=app, capture_output=True, text=True, timeout=60
     )
-    assert answer.returncode == 1, answer
+    # Ours first: the handler module's import meets the clash (a handler module error, exit
+    # 2); theirs first: the worker's own imports do, before any handler module loads.
+    assert answer.returncode == (2 if ours_first else 1), answer
     assert "'workflows'" in answer.stderr and "Rename yours (e.g. " in answer.stderr
     assert "'myapp_workflows'" in answer.stderr and "Traceback" not in answer.stderr
 
