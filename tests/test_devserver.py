@@ -5,8 +5,11 @@ keeps failing says why (the server's own output)."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
@@ -61,3 +64,26 @@ async def test_a_given_port_that_stays_taken_fails_with_the_servers_own_words(
     # The server's own reason, from the last start.
     assert "address already in use" in message.split("output: ", 1)[1], message
     assert message.count("exited with") == 1
+
+
+@pytest.mark.parametrize("flag", ["--port", "--ui-port", "--api-port"])
+def test_jobctl_dev_on_a_taken_port_refuses_in_one_line_naming_the_flag(
+    tmp_path: Path, flag: str
+) -> None:
+    """Issue 41: another stack (or anything) on one of ``jobctl dev``'s ports: exit 2 with a
+    line naming the port and the flag that changes it; no server starts, no state written."""
+    ports = {"--port": devserver.free_port(), "--ui-port": devserver.free_port()}
+    ports["--api-port"] = devserver.free_port()
+    args = [str(Path(sys.executable).parent / "jobctl"), "dev", "--state-dir", str(tmp_path / "s")]
+    for name, port in ports.items():
+        args += [name, str(port)]
+    with listening(ports[flag]):
+        answer = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert answer.returncode == 2, answer
+    taken = ports[flag]
+    expected = (
+        f"error: {flag}: port {taken} is taken (another `jobctl dev`?); choose another with {flag}"
+    )
+    assert answer.stderr.strip().splitlines() == [expected]
+    assert "starting Temporal" not in answer.stdout
+    assert not (tmp_path / "s").exists()

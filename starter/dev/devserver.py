@@ -79,6 +79,21 @@ def free_port() -> int:
         return port
 
 
+def taken_ports(ports: dict[str, int]) -> list[tuple[str, str]]:
+    """(flag, reason) for each of ``ports`` (flag -> port) something on this host already
+    listens on, as a SpecError's problems: ``jobctl dev`` refuses to start rather than talk
+    to another stack's server."""
+    taken = []
+    for flag, port in ports.items():
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                reason = f"port {port} is taken (another `jobctl dev`?); choose another with {flag}"
+                taken.append((flag, reason))
+    return taken
+
+
 def die_with_parent() -> None:
     """Runs in the child before exec: on Linux, SIGKILL the server if its parent dies, so a
     crashed ``jobs dev`` or test run never leaves a server holding the port and the file."""

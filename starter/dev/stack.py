@@ -15,13 +15,17 @@ import signal
 from pathlib import Path
 
 from connection.client import connect
+from connection.errors import SpecError
 from starter.api import server as api_server
 from starter.dev.demo import run_demo
-from starter.dev.devserver import DevServer
+from starter.dev.devserver import DevServer, taken_ports
 from worker import WorkerSettings, build_worker, metrics_runtime, publish_handlers
 
 
 async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, demo: bool) -> None:
+    taken = taken_ports({"--port": port, "--ui-port": ui_port, "--api-port": api_port})
+    if taken:
+        raise SpecError(taken)
     state = Path(state_dir).resolve()
     server = DevServer(
         db_file=state / "temporal.db", port=port, ui_port=ui_port, log_path=state / "temporal.log"
@@ -40,14 +44,13 @@ async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, 
     if runtime is not None:
         client = await connect(server.address, "default", runtime=runtime)
     job_worker = build_worker(client, settings)  # loads JOBS_HANDLER_MODULES
-    worker = job_worker.worker
     await publish_handlers(client, settings, job_worker.activities.registry)
     # The API schedules through the worker's client: a job due now starts on this worker
     # straight from the start's answer (eager start, operations.starting).
     http = api_server("127.0.0.1", api_port, embedded=True, client=client)
     api_task = asyncio.create_task(http.serve())
     try:
-        async with worker:
+        async with job_worker.running() as worker:
             print(f"Temporal:  {server.address}  (export TEMPORAL_ADDRESS={server.address})")
             print(f"Web UI:    http://localhost:{ui_port}/namespaces/default/workflows")
             print(f"API:       http://127.0.0.1:{api_port}  (docs: /docs)")
