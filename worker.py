@@ -47,9 +47,8 @@ import os
 import pkgutil
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -63,6 +62,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 import workflows
 from activities.dlq import AlertActivities, park_in_dlq, report_to_dlq
+from activities.job_worker import JobWorker, handler_workers
 from activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE, LoopWatchdog, exit_now
 from activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
 from activities.notify import notifier_from_env
@@ -214,29 +214,6 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     )
 
 
-@dataclass
-class JobWorker:
-    """A worker for the job task queue with what it owns: the thread pool its sync handlers
-    run in and its activities (whose server-liveness check runs in the background)."""
-
-    worker: Worker
-    executor: ThreadPoolExecutor
-    activities: JobActivities
-
-    def close(self) -> None:
-        self.activities.liveness.stop()
-        self.executor.shutdown(wait=False, cancel_futures=True)
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[Worker]:
-        """The worker polling for the ``async with`` block; then shut down and closed."""
-        try:
-            async with self.worker as worker:
-                yield worker
-        finally:
-            self.close()
-
-
 def build_worker(
     client: Client, settings: WorkerSettings, registry: HandlerRegistry | None = None
 ) -> JobWorker:
@@ -258,15 +235,11 @@ def build_worker(
     # path) goes with the workflows.
     activities: list[Callable[..., Any]] = [read_attempt_log] if runs_workflows else []
     if settings.role != "workflows":
+        # run_job here serves only attempts that older workflow code routed to this queue;
+        # attempts wait on their handler's queue (activities/job_worker.py).
         activities += [jobs.run_job, park_in_dlq, report_to_dlq, alerts.notify_dead_jobs]
-    worker = Worker(
-        client,
-        task_queue=settings.task_queue,
-        workflows=WORKFLOWS if runs_workflows else [],
-        activities=activities,
-        # Without this a workflows worker would poll activity tasks for its local activity
-        # and fail every run_job it took as "not registered".
-        no_remote_activities=settings.role == "workflows",
+    # What the job queue's worker and the handlers' share (activities/job_worker.py).
+    shared: dict[str, Any] = dict(
         # Attempts waiting for their run_at hold no handler slot (see JobActivities).
         max_concurrent_activities=settings.max_concurrent_jobs + settings.prefetch,
         max_task_queue_activities_per_second=settings.rate_limit,
@@ -278,13 +251,25 @@ def build_worker(
         # The build starters preset in each job's BuildIds (connection.build): the first
         # workflow task then costs the server no visibility write.
         build_id=build.build_id(),
+    )
+    worker = Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=WORKFLOWS if runs_workflows else [],
+        activities=activities,
+        # Without this a workflows worker would poll activity tasks for its local activity
+        # and fail every run_job it took as "not registered".
+        no_remote_activities=settings.role == "workflows",
         workflow_runner=sandbox_runner(),
         # 10 workflow-task pollers, 5 on the task queue's partitions and 5 sticky (the SDK's
         # default: 1 and 4; docs/PERFORMANCE.md, "Why a busy machine made a herd late").
         max_concurrent_workflow_task_polls=10,
         nonsticky_to_sticky_poll_ratio=0.5,
+        **shared,
     )
-    return JobWorker(worker, executor, jobs)
+    serving = settings.role != "workflows"
+    per_handler = handler_workers(client, settings.task_queue, jobs, **shared) if serving else []
+    return JobWorker(worker, executor, jobs, per_handler)
 
 
 async def publish_handlers(
@@ -298,6 +283,7 @@ async def publish_handlers(
         handlers=registry.names(),
         published_at=datetime.now(UTC),
         schemas=registry.schemas(),
+        task_queue=settings.task_queue,
     )
     try:
         inbox.check_worker_handlers(entry, entry.published_at)
@@ -346,7 +332,7 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
     stopping: list[asyncio.Future[None]] = []  # the shutdowns SIGTERM/SIGINT started
 
     def stop() -> None:
-        stopping.append(asyncio.ensure_future(job_worker.worker.shutdown()))
+        stopping.append(asyncio.ensure_future(job_worker.shutdown()))
 
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -364,7 +350,7 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
         settings.max_concurrent_jobs,
     )
     try:
-        await job_worker.worker.run()
+        await job_worker.run()
     except asyncio.CancelledError:
         if stopping:
             raise

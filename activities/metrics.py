@@ -6,8 +6,10 @@ recorded through the SDK's metric meter inside activities, so workflow code stay
 Without that variable the runtime's meter is a no-op and recording costs next to nothing.
 
 Every metric carries ``handler`` plus what the SDK's activity meter adds (``namespace``,
-``task_queue``, ``activity_type``, ``service_name``). Durations follow the SDK's convention:
-integer milliseconds, no unit suffix; counters have no ``_total`` suffix.
+``task_queue``, ``activity_type``, ``service_name``); an attempt's ``task_queue`` is its
+handler's queue, ``<job queue>/handler/<handler>`` (``names.handler_task_queue``).
+Durations follow the SDK's convention: integer milliseconds, no unit suffix; counters have
+no ``_total`` suffix.
 """
 
 from __future__ import annotations

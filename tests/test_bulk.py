@@ -141,23 +141,27 @@ async def test_batch_route_answers_each_spec_as_post_jobs_would(
     answer = await api.post("/jobs/batch", json={"jobs": specs})
     assert answer.status_code == 200, answer.text
     results = answer.json()["results"]
-    assert [item["ok"] for item in results] == [True, False, True, False, True, False, False, True]
-    assert [item.get("status") for item in results] == [None, 422, None, 409, None, 422, 422, None]
+    assert [item["ok"] for item in results] == [True, False, True, False, True, True, False, True]
+    assert [item.get("status") for item in results] == [None, 422, None, 409, None, None, 422, None]
     assert results[0]["job_id"] == ids[0] and results[0]["created"] is True
     assert results[2]["next_run_at"] == at.isoformat().replace("+00:00", "Z")
     assert results[4] == {**results[0], "created": False}
+    # A handler no live worker serves is accepted, with the warning POST /jobs gives.
+    [warning] = results[5]["warnings"]
+    assert "serves handler 'no.such.handler': the job waits for one" in warning
     assert results[6]["detail"] == [
         {"field": "spec", "reason": "must be a JSON object (got an array)"}
     ]
     # A refusal is what POST /jobs answers for the same spec, status and body alike.
-    for index in (1, 3, 5):
+    for index in (1, 3):
         single = await api.post("/jobs", json=specs[index])
         expected = {"ok": False, "status": single.status_code, **single.json()}
         assert results[index] == expected, (index, results[index], expected)
     assert await run_at_of(dev_client, ids[2]) == at
-    assert not await exists(dev_client, ids[1]) and not await exists(dev_client, ids[3])
-    await exactly_started(dev_client, before, task_queue, 3)
+    assert not await exists(dev_client, ids[1]) and await exists(dev_client, ids[3])
+    await exactly_started(dev_client, before, task_queue, 4)
     await operations.cancel(dev_client, ids[4], None)
+    await operations.cancel(dev_client, ids[3], None)
 
 
 async def test_batch_route_cap_and_empty_list(
@@ -207,7 +211,11 @@ async def test_from_file_reports_each_line_and_exits_2_on_a_bad_one(
     assert result.returncode == 2, result.stderr
     out = result.stdout.strip().splitlines()
     assert len(out) == 1 and out[0].startswith(f"{good}: scheduled, runs at "), out
-    errors = result.stderr.strip().splitlines()
+    said = result.stderr.strip().splitlines()
+    # No worker serves log on this queue: the scheduled line's job waits for one, and says so.
+    [warning] = [line for line in said if ": warning: " in line]
+    assert warning.startswith("line 1: warning: no live worker on task queue"), warning
+    errors = [line for line in said if ": warning: " not in line]
     assert errors[0].startswith("line 4: error: spec: not valid JSON"), errors
     assert errors[1].startswith("line 5: error: delay: "), errors
     assert errors[2] == "line 6: error: spec: must be a JSON object (got an array)", errors

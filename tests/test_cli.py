@@ -85,7 +85,7 @@ BAD_INPUT = [
     ("negative delay", ["--in", "-5"], "delay"),
     ("unparseable delay", ["--in", "soon"], "delay"),
     ("more than 10 years ahead", ["--at", "2045-01-01T00:00:00+00:00"], "run_at"),
-    ("unknown handler", ["--in", "5s", "--handler", "no.such.handler"], "handler"),
+    ("malformed handler name", ["--in", "5s", "--handler", "no such handler"], "handler"),
     ("payload over 256 KiB", ["--in", "5s", "--payload", "@BIG"], "payload"),
     ("payload not an object", ["--in", "5s", "--payload", "[1, 2]"], "payload"),
     ("payload not JSON", ["--in", "5s", "--payload", "{oops"], "payload"),
@@ -111,6 +111,23 @@ BAD_INPUT = [
     ("cron and a delay", ["--cron", "* * * * *", "--in", "5s"], "delay, cron"),
     ("cron id too long for its slot ids", ["--cron", "* * * * *", "--id", "c" * 190], "id"),
 ]
+
+
+async def test_a_handler_no_worker_serves_is_scheduled_with_a_warning_exit_0(
+    cli: dict[str, str], dev_client: Client
+) -> None:
+    """Issue 41: a well-formed name is not invalid input because no worker serves it now."""
+    job_id = f"unserved-{uuid.uuid4().hex[:8]}"
+    args = ["schedule", "u", "--handler", "no.such.handler", "--in", "1h", "--id", job_id]
+    answer = jobs(cli, *args)
+    await dev_client.get_workflow_handle(job_id).cancel()
+    assert answer.returncode == 0, answer
+    assert answer.stdout.startswith(f"scheduled {job_id}: runs at ")
+    [warning] = answer.stderr.strip().splitlines()
+    queue = cli["JOBS_TASK_QUEUE"]
+    assert warning.startswith(
+        f"warning: no live worker on task queue {queue!r} serves handler 'no.such.handler'"
+    )
 
 
 async def test_bad_input_exits_non_zero_with_one_line_and_starts_nothing(

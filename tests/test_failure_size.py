@@ -293,7 +293,7 @@ async def test_a_failed_attempt_costs_no_heartbeat_of_its_own_and_its_record_rea
         registry = load_handlers("tests.handlers")
         job_worker = build_worker(client, WorkerSettings(task_queue=task_queue), registry)
         try:
-            async with job_worker.worker:
+            async with job_worker.running():
                 before = await server.heartbeats()
                 job_id = f"fit-{uuid.uuid4().hex[:8]}"
                 spec = {

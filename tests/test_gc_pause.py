@@ -163,7 +163,7 @@ async def test_an_attempt_defers_old_collections_until_its_handler_starts(
     run_at = datetime.now(UTC) + timedelta(seconds=due_in)
     ids = [f"gc-{n}-{uuid.uuid4().hex[:6]}" for n in range(2)]
     try:
-        async with job_worker.worker:
+        async with job_worker.running():
             for job_id in ids:
                 spec = {
                     "id": job_id,

@@ -7,9 +7,8 @@ from datetime import timedelta
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from starter import operations
 from tests.helpers.httpserver import serve
-from tests.helpers.jobs import HANDLERS, finished, submit, wait_for_status
+from tests.helpers.jobs import finished, submit, wait_for_status
 from tests.helpers.temporal import running_worker
 from workflows.models import JobStatus
 
@@ -79,20 +78,9 @@ async def test_http_post_without_a_url_is_permanent(
     assert [a.error for a in report.attempts] == ["payload.url must be an http(s) URL"]
 
 
-async def test_log_handler_and_a_worker_without_the_handler(
+async def test_log_handler_runs_on_a_worker_that_serves_it(
     ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     async with running_worker(ts_env.client, task_queue):
         logged = await submit(ts_env, task_queue, handler="log", delay=0, payload={"m": 1})
         assert (await finished(ts_env, logged)).result == {"logged": True}
-        # The submitting side knew the name, this worker does not: permanent, not retried.
-        now = await ts_env.get_current_time()
-        job = await operations.schedule(
-            ts_env.client,
-            {"name": "t", "handler": "only.elsewhere", "delay": 0},
-            [*HANDLERS, "only.elsewhere"],
-            now=now,
-            task_queue=task_queue,
-        )
-        report = await wait_for_status(ts_env, job.job_id, JobStatus.DEAD)
-    assert [a.error_type for a in report.attempts] == ["UnknownHandlerError"]

@@ -320,7 +320,7 @@ BAD_SPECS: dict[str, dict[str, object]] = {
     "unknown field": {"in_": 5, "colour": "red"},
     "alias twice": {"at": "2030-01-01T00:00:00Z", "run_at": "2030-01-01T00:00:00Z"},
     "bad tz": {"cron": "0 9 * * *", "tz": "Mars/Olympus"},
-    "unknown handler": {"in_": 5, "handler": "no.such.handler"},
+    "malformed handler name": {"in_": 5, "handler": "no such handler"},
     "cron field on one-shot": {"in_": 5, "overlap": "allow_all"},
 }
 
@@ -336,6 +336,16 @@ async def test_bad_spec_raises_spec_error(jobs: JobsClient, queue: str, case: st
     assert refused.value.problems  # (field, reason) pairs
     await assert_not_started(jobs, job_id)
     await assert_nothing_started(jobs.temporal_client, before, queue)
+
+
+async def test_a_handler_no_worker_serves_is_scheduled_with_a_warning(jobs: JobsClient) -> None:
+    """Issue 41: the handle says what the job waits for; the job exists."""
+    handle = await jobs.schedule("u", handler="no.such.handler", in_="1h", id=new_id("unserved"))
+    report = await handle.status()
+    await handle.cancel()
+    [warning] = handle.warnings
+    assert "serves handler 'no.such.handler': the job waits for one" in warning
+    assert report.status == JobStatus.SCHEDULED
 
 
 async def test_a_normal_job_runs_after_the_refused_specs(jobs: JobsClient, queue: str) -> None:
@@ -477,3 +487,29 @@ async def test_example_script(dev_server: DevServer, jobs: JobsClient, queue: st
     job_id = first.split(":")[0]
     assert first.startswith(f"{job_id}: scheduled, runs at ")
     assert second == f"{job_id}: done, attempts: 1"
+
+
+@pytest.mark.parametrize(
+    ("specs", "kind"),
+    [("abc", "str"), ({"jobs": [{"name": "x"}]}, "dict"), (b"[]", "bytes"), (7, "int")],
+    ids=["str", "dict", "bytes", "int"],
+)
+async def test_schedule_many_refuses_what_is_no_list_of_specs(
+    jobs: JobsClient, dev_client: Client, specs: Any, kind: str
+) -> None:
+    job_id = new_id("notalist")
+    if isinstance(specs, dict):
+        specs["jobs"][0] |= {"id": job_id, "handler": "log", "delay": 60}
+    with pytest.raises(SpecError) as refused:
+        await jobs.schedule_many(specs)
+    assert refused.value.problems == [("specs", f"must be a list of job specs, not a {kind}")]
+    with pytest.raises(JobNotFound):  # nothing started
+        await jobs.get_handle(job_id).status()
+
+
+@pytest.mark.parametrize("job_id", [123, None, ["job-1"]], ids=["int", "none", "list"])
+async def test_get_handle_refuses_an_id_that_is_no_string(jobs: JobsClient, job_id: Any) -> None:
+    with pytest.raises(SpecError) as refused:
+        jobs.get_handle(job_id)
+    assert refused.value.exit_code == 2
+    assert refused.value.problems[0][0] == "job_id"

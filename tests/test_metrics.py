@@ -24,6 +24,7 @@ from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers, jobs
 from tests.helpers.prometheus import parse, scrape, total
 from workflows.models import JobStatus
+from workflows.names import handler_task_queue
 
 pytestmark = [
     pytest.mark.devserver,
@@ -45,10 +46,17 @@ RETRY_BACKOFF = 6.0  # the flaky job's retry is due this long after its failure
 
 
 def counts(text: str, queue: str) -> dict[str, tuple[int, ...]]:
+    """Each handler's counters: attempts' on the handler's queue, jobs_dead where the DLQ's
+    alert activity counts it (the job queue)."""
     samples = parse(text)
+
+    def where(name: str, handler: str) -> str:
+        return queue if name == metrics.DEAD else handler_task_queue(queue, handler)
+
     return {
         handler: tuple(
-            int(total(samples, name, handler=handler, task_queue=queue)) for name in COUNTERS
+            int(total(samples, name, handler=handler, task_queue=where(name, handler)))
+            for name in COUNTERS
         )
         for handler in EXPECTED
     }
@@ -153,7 +161,8 @@ async def test_worker_serves_job_and_sdk_metrics_per_handler(
     assert set(metrics.NAMES) <= families
 
     for handler, (started, succeeded, failed, _) in EXPECTED.items():
-        on = {"handler": handler, "task_queue": queue, "activity_type": "run_job"}
+        on = {"handler": handler, "task_queue": handler_task_queue(queue, handler)}
+        on["activity_type"] = "run_job"
         # One fire-lag observation per started attempt, each within 5 s of when it was due:
         # the retry counts from its retry time (RETRY_BACKOFF after the failure), not run_at.
         lag = metrics.FIRE_LAG
@@ -176,9 +185,11 @@ async def test_worker_serves_job_and_sdk_metrics_per_handler(
     # per started attempt (none was lost), and the schedule-to-start latency of those the
     # worker polled (the server hands some over eagerly, without a poll).
     executed = "temporal_activity_execution_latency_count"
-    assert total(samples, executed, task_queue=queue, activity_type="run_job") == 7
+    # Attempts wait on their handler's queue (activities/job_worker.py).
+    queues = {handler_task_queue(queue, handler) for handler in EXPECTED}
+    assert sum(total(samples, executed, task_queue=q, activity_type="run_job") for q in queues) == 7
     sdk = "temporal_activity_schedule_to_start_latency_count"
-    assert total(samples, sdk, task_queue=queue) >= 1
+    assert sum(total(samples, sdk, task_queue=q) for q in queues) >= 1
     slots = "temporal_worker_task_slots_available"
     assert total(samples, slots, task_queue=queue, worker_type="ActivityWorker") > 0
 

@@ -288,9 +288,14 @@ async def test_lethal_poison_ends_workers_cleanly_and_each_job_dies_by_lease(
             assert exits.get(attempt.worker) == case.exit_code, (case, attempt, exits)
             assert any(text in logs[attempt.worker] for text in case.logs), case
     supervise()
-    assert len(exits) == 2 * len(LETHAL), exits  # no worker died of anything else
-    # Each worker exited (it did not hang) with the code of the case it ran.
-    assert Counter(exits.values()) == Counter(c.exit_code for c in LETHAL for _ in "ab"), exits
+    # Each worker exited (it did not hang) with the code of a case it ran, and of nothing
+    # else. At most one exit per attempt, not exactly: a worker whose loop a poison blocks
+    # can die holding an attempt of another poison job that the server had handed it (its
+    # handler's queue polled in the background), which is then lost with it, unrecorded.
+    assert len(exits) <= 2 * len(LETHAL), exits
+    assert set(exits.values()) <= {c.exit_code for c in LETHAL}, exits
+    expected = Counter(c.exit_code for c in LETHAL for _ in "ab")
+    assert all(0 < Counter(exits.values())[code] <= n for code, n in expected.items()), exits
     for proc in alive:
         workers.wait_for_log(proc, "polling task queue")
     await assert_all_polling(dev_client, task_queue, workers, alive, tmp_path / "records.jsonl")

@@ -82,7 +82,7 @@ async def test_a_finished_attempt_reports_after_the_queued_ones_start(
     lines = tmp_path / "lines.jsonl"
     ids = [f"first-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
     try:
-        async with job_worker.worker:
+        async with job_worker.running():
             for job_id in ids:
                 spec: dict[str, Any] = {"id": job_id, "name": "first", "delay": 0}
                 spec |= {"handler": "test.record", "idempotency_key": job_id}

@@ -62,7 +62,7 @@ async def typed(
     proc = workers.start()
     try:
         await eventually(  # the worker published before it polled; wait for the registry
-            lambda: operations.known_handlers(dev_client),
+            lambda: operations.known_handlers(dev_client, queue),
             lambda known: known.schema(CHARGE) is not None,
             what="the typed handler's schema published",
         )

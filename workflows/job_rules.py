@@ -13,6 +13,7 @@ from temporalio.common import Priority, RetryPolicy, SearchAttributePair, TypedS
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
+from workflows.durations import format_duration
 from workflows.models import (
     JOB_HANDLER,
     JOB_NAME,
@@ -127,8 +128,14 @@ def listed_status(status: JobStatus) -> JobStatus | None:
     return status
 
 
-def failure_message(err: ActivityError) -> str:
+def failure_message(err: ActivityError, spec: JobSpec) -> str:
+    """The round's last error when its activity failed as a whole (not in its handler)."""
     cause = err.cause
+    if isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
+        return (
+            f"no worker serving handler {spec.handler!r} took the attempt within "
+            f"{format_duration(spec.handler_wait)} (handler_wait)"
+        )
     if isinstance(cause, ActivityTimeoutError) and cause.type is not None:
         return f"{cause.type.name.lower().replace('_', '-')} timeout"
     return str(cause or err)

@@ -155,7 +155,7 @@ class JobWorkflow(JobControls, JobPermit):
                 round_log = round_log_from_failure(err, workflow.now())
                 self.state.attempts.extend(round_log.attempts)
                 self.state.alerted = round_log.alerted
-                self.state.last_error = failure_message(err)
+                self.state.last_error = failure_message(err, self.spec)
                 return "exhausted"
             finally:
                 self.state.dispatched_until = self.state.dispatched_at = None
@@ -197,6 +197,10 @@ class JobWorkflow(JobControls, JobPermit):
             summary=clip(f"{self.spec.handler} · round {state.round} · {tries} of {last}"),
             result_type=RunJobResult,
             activity_id=activity_id,
+            # Only workers serving the handler poll its queue; none within handler_wait:
+            # a non-retryable SCHEDULE_TO_START timeout ends the round (failure_message).
+            task_queue=names.handler_task_queue(workflow.info().task_queue, self.spec.handler),
+            schedule_to_start_timeout=timedelta(seconds=self.spec.handler_wait),
             start_to_close_timeout=attempt_allowance(self.spec),
             heartbeat_timeout=timedelta(seconds=self.spec.lease),
             retry_policy=retry_policy(self.spec, job.budget),
@@ -232,7 +236,7 @@ class JobWorkflow(JobControls, JobPermit):
             else:  # the round ended otherwise while the cancel was on its way (a retry
                 # failure carries no log: then the log read first is what remains)
                 self.state.attempts.extend(attempts_from_failure(err, workflow.now()) or live)
-                self.state.last_error = failure_message(err)
+                self.state.last_error = failure_message(err, self.spec)
             raise asyncio.CancelledError() from None
         self._cancel_met(outcome)
 

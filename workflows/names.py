@@ -97,3 +97,12 @@ BUILTIN_HANDLERS: Final = frozenset({HANDLER_LOG, HANDLER_HTTP_POST, HANDLER_DEM
 
 # -- task queue ----------------------------------------------------------------------------------
 DEFAULT_TASK_QUEUE: Final = "jobs"
+# A job's attempts wait on a queue of their handler's own, beside the job's task queue, which
+# only the workers that serve that handler poll: an attempt never reaches a worker that
+# cannot run it, and with no such worker it waits (up to the spec's ``handler_wait``).
+HANDLER_QUEUE_MARK: Final = "/handler/"
+
+
+def handler_task_queue(task_queue: str, handler: str) -> str:
+    """The task queue where ``handler``'s attempts of jobs on ``task_queue`` wait."""
+    return f"{task_queue}{HANDLER_QUEUE_MARK}{handler}"

@@ -44,10 +44,13 @@ class Backend:
                     self._client = await connect()
         return self._client
 
-    async def handlers(self) -> set[str]:
+    async def handlers(self, task_queue: str | None = None) -> set[str]:
+        """What workers of ``task_queue`` (None: ``JOBS_TASK_QUEUE``) published, advisory
+        (``operations.known_handlers``); kept HANDLER_CACHE_SECONDS. An app serves one queue."""
         now = time.monotonic()
         if self._handlers is None or now - self._handlers[0] > HANDLER_CACHE_SECONDS:
-            self._handlers = (now, await operations.known_handlers(await self.client()))
+            known = await operations.known_handlers(await self.client(), task_queue)
+            self._handlers = (now, known)
         return self._handlers[1]
 
 

@@ -52,7 +52,11 @@ async def create_job(request: Request, state: State) -> Any:
     with tracing.schedule_span(data, carrier=request.headers) as span:  # the trace's root
         client = await backend.client()
         scheduled = await operations.schedule(
-            client, checked, await backend.handlers(), now=now, task_queue=state.task_queue
+            client,
+            checked,
+            await backend.handlers(state.task_queue),
+            now=now,
+            task_queue=state.task_queue,
         )
         span.scheduled(scheduled)
     if not scheduled.created:
@@ -65,6 +69,7 @@ class BatchScheduled(BaseModel):
     job_id: str
     next_run_at: datetime | None
     created: bool
+    warnings: list[str] = []  # as POST /jobs answers them
 
 
 class BatchRefused(BaseModel):
@@ -108,10 +113,10 @@ async def create_jobs(request: Request, state: State) -> BatchResults:
 
     Each spec is checked as ``POST /jobs`` checks it; the valid ones start, and the answer is
     200 with one result per spec, in order: ``{"ok": true, "job_id", "next_run_at",
-    "created"}`` or ``{"ok": false, "status", "error", "detail"}`` (what ``POST /jobs`` would
-    have answered for that spec). Only a request that is wrong as a whole (not JSON, no
-    ``jobs`` list, over 1,000 specs) is refused as a whole, and then nothing starts. An empty
-    list is 200 with no results.
+    "created", "warnings"}`` or ``{"ok": false, "status", "error", "detail"}`` (what
+    ``POST /jobs`` would have answered for that spec). Only a request that is wrong as a
+    whole (not JSON, no ``jobs`` list, over 1,000 specs) is refused as a whole, and then
+    nothing starts. An empty list is 200 with no results.
     """
     body = await read_model(request, BatchBody)
     now = datetime.now(UTC)
@@ -119,7 +124,7 @@ async def create_jobs(request: Request, state: State) -> BatchResults:
     if any(isinstance(item, operations.Submission) for item in checked):
         backend = state.backend
         client = await backend.client()
-        handlers = await backend.handlers()
+        handlers = await backend.handlers(state.task_queue)
         results = await operations.start_checked(client, checked, handlers, now, state.task_queue)
     else:
         results = [operations.ItemResult(error=i) for i in checked if isinstance(i, JobsError)]

@@ -33,10 +33,23 @@ def workers_summary(workers: list[str]) -> str:
     return ", ".join(workers[:SHOWN_WORKERS]) + (f" (+{more})" if more > 0 else "")
 
 
+def live_summary(entry: operations.HandlerInfo) -> str:
+    """Who serves the handler on this task queue now (``since`` they published), or
+    ``none live`` and who published it: its jobs wait for a worker."""
+    if not entry.live:
+        published = f" (published by {workers_summary(entry.workers)})" if entry.workers else ""
+        return "none live" + published
+    named = [
+        f"{w.worker} since {render.when(w.since)}" if w.since is not None else w.worker
+        for w in entry.live
+    ]
+    return workers_summary(named)
+
+
 @click.command()
 @json_option
 def handlers(as_json: bool) -> None:
-    """Handlers a job may use: names, payloads (* required) and the workers serving them."""
+    """Handlers a job may use: names, payloads (* required) and who serves them now."""
     listing = run(operations.handler_listing)
     if as_json:
         emit(listing)
@@ -45,8 +58,8 @@ def handlers(as_json: bool) -> None:
         [
             entry.name + (" (built-in)" if entry.builtin else ""),
             payload_summary(entry.payload_schema),
-            workers_summary(entry.workers),
+            live_summary(entry),
         ]
         for entry in listing.handlers
     ]
-    click.echo(render.table(["handler", "payload", "workers"], rows))
+    click.echo(render.table(["handler", "payload", "serving now"], rows))

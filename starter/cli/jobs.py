@@ -80,6 +80,8 @@ def schedule(
     else:
         verb = "scheduled" if scheduled.created else "already scheduled (identical request)"
         click.echo(f"{verb} {scheduled.job_id}: runs at {render.when(scheduled.next_run_at)}")
+    for warning in scheduled.warnings:  # accepted, exit 0: it says what the job waits for
+        click.echo(f"warning: {warning}", err=True)
 
 
 def read_specs(stream: BinaryIO) -> tuple[list[int], list[Any], dict[int, SpecError]]:
@@ -134,6 +136,8 @@ def show_item(number: int, result: operations.ItemResult) -> None:
         done = result.scheduled
         verb = "scheduled" if done.created else "already scheduled (identical request)"
         click.echo(f"{done.job_id}: {verb}, runs at {render.when(done.next_run_at)}")
+        for warning in done.warnings:
+            click.echo(f"line {number}: warning: {warning}", err=True)
         return
     for field, reason in result.problems():
         click.echo(f"line {number}: error: {f'{field}: ' if field else ''}{reason}", err=True)

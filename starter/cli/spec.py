@@ -22,6 +22,7 @@ SPEC_FLAGS = [
     ("--timeout", "timeout", "Longest one attempt may run (default 1h)."),
     ("--idempotency-key", "idempotency_key", "Key handed to the handler (default: job id)."),
     ("--dispatch-lead", "dispatch_lead", "Hand to a worker up to this early (default 30s; 0: no)."),
+    ("--handler-wait", "handler_wait", "Dead after waiting this long for its handler (1d)."),
     ("--overlap", "overlap", "Cron: skip | buffer_one | allow_all | cancel_other."),
     ("--catchup-window", "catchup_window", "Cron: run missed slots this recent (default 60s)."),
     ("--schedule-jitter", "schedule_jitter", "Cron: spread each slot by up to this (default 0)."),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -124,7 +124,10 @@ class JobsClient:
 
     def get_handle(self, job_id: str) -> JobHandle:
         """A handle on an existing job or cron; asks the server nothing (an unknown id raises
-        :class:`~starter.errors.JobNotFound` on first use)."""
+        :class:`~starter.errors.JobNotFound` on first use); a ``job_id`` that is not a
+        string raises :class:`SpecError` at once."""
+        if not isinstance(job_id, str):
+            raise SpecError([("job_id", f"must be a string, not {type(job_id).__name__}")])
         return JobHandle(self._client, job_id, actor=self._actor)
 
     async def schedule(
@@ -194,9 +197,13 @@ class JobsClient:
         None: what workers published).
 
         Raises:
-            SpecError: More than 1,000 specs (then nothing starts).
+            SpecError: More than 1,000 specs, or ``specs`` not a list of specs (a string or
+                a dict, say): then nothing starts.
             TemporalUnavailable: The server cannot be reached.
         """
+        if isinstance(specs, str | bytes | Mapping) or not isinstance(specs, Sequence):
+            kind = type(specs).__name__
+            raise SpecError([("specs", f"must be a list of job specs, not a {kind}")])
         return await operations.schedule_many(
             self._client, specs, handlers, task_queue=self._task_queue
         )

@@ -55,6 +55,12 @@ class JobHandle:
         return self._scheduled.next_run_at if self._scheduled else None
 
     @property
+    def warnings(self) -> list[str]:
+        """What scheduling warned about (e.g. no live worker serves the handler: the job
+        waits for one); empty on a handle from :meth:`JobsClient.get_handle`."""
+        return list(self._scheduled.warnings) if self._scheduled else []
+
+    @property
     def created(self) -> bool | None:
         """False when scheduling found the job already created by an identical request (same
         ``id``, same fields); None on a handle from :meth:`JobsClient.get_handle`."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from starter.errors import JobsError, SpecError
+from starter.errors import JobsError, SpecError, TemporalUnavailable
 from starter.operations.handlers import as_catalog, known_handlers
 from starter.operations.starting import Scheduled, schedule
 from starter.operations.validation import Submission, submission
@@ -116,15 +116,25 @@ async def start_checked(
             by_id.setdefault(item.spec.id, []).append(index)
     if not by_id:
         return [result for result in results if result is not None]
-    known = as_catalog(handlers) if handlers is not None else await known_handlers(client)
+    known = (
+        as_catalog(handlers) if handlers is not None else await known_handlers(client, task_queue)
+    )
     gate = asyncio.Semaphore(CONCURRENCY)
+    # Once a start finds the server unreachable, the items not yet started get that answer
+    # at once: a batch with Temporal down answers within one start's bound, as one job does.
+    down: list[TemporalUnavailable] = []
 
     async def same_id(indices: list[int]) -> None:
         for index in indices:  # one after the other: the first of an id is the one created
             item = checked[index]
             assert isinstance(item, Submission)
             async with gate:
-                results[index] = await _start_one(client, item, known, now, task_queue)
+                if down:
+                    results[index] = ItemResult(error=down[0])
+                    continue
+                results[index] = result = await _start_one(client, item, known, now, task_queue)
+                if isinstance(result.error, TemporalUnavailable):
+                    down.append(result.error)
 
     try:
         async with asyncio.TaskGroup() as group:

@@ -11,27 +11,43 @@ the first worker starts). ``JOBS_ALLOWED_HANDLERS`` replaces both with an explic
 handler's payload before it runs).
 
 When workers disagree about a handler's schema (a rolling deploy), the most recently started
-worker that serves it decides. "Serving workers" are those that published within the
-registry's ``STALE_AFTER`` (7 days), not a liveness check.
+worker that serves it decides. What workers published is per task queue, and kept for the
+registry's ``STALE_AFTER`` (7 days): it names handlers and their schemas, not who is alive.
+Which workers serve a handler now is Temporal's answer (:mod:`.handler_watch`). So the
+published names advise, they do not refuse: a job whose handler no worker serves yet is
+accepted and waits (``known_handlers`` answers an advisory catalog); only
+``JOBS_ALLOWED_HANDLERS`` refuses names outside it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError
 
+from connection.client import task_queue as default_task_queue
+from starter.operations.handler_watch import live_workers
 from starter.operations.rpc import QUERY_TIMEOUT
 from workflows import names
 from workflows.models import WorkerHandlers
 
 ALLOWED_HANDLERS_ENV = "JOBS_ALLOWED_HANDLERS"
+
+
+class LiveWorkerInfo(BaseModel):
+    """A worker serving a handler now: since it published, last heard polling."""
+
+    worker: str
+    since: datetime | None = Field(description="When it published its handlers.")
+    last_seen: datetime = Field(description="When the server last heard its poll.")
 
 
 class HandlerInfo(BaseModel):
@@ -45,6 +61,10 @@ class HandlerInfo(BaseModel):
         description="Workers that published it (within the registry's 7 days)."
     )
     builtin: bool = Field(description="Served by every worker.")
+    live: list[LiveWorkerInfo] = Field(
+        default_factory=list,
+        description="Workers polling its queue on this task queue now (seen within 75 s).",
+    )
 
 
 class Handlers(BaseModel):
@@ -62,10 +82,14 @@ class HandlerCatalog(set[str]):
         handlers: Iterable[str] = (),
         schemas: Mapping[str, dict[str, Any]] | None = None,
         workers: Mapping[str, list[str]] | None = None,
+        advisory: bool = False,
     ):
         super().__init__(handlers)
         self.schemas: dict[str, dict[str, Any]] = dict(schemas or {})
         self.workers: dict[str, list[str]] = dict(workers or {})
+        # True: what workers published (a name outside it is warned about, not refused);
+        # False: a list that refuses (JOBS_ALLOWED_HANDLERS, or names a caller passed).
+        self.advisory = advisory
 
     def schema(self, handler: str) -> dict[str, Any] | None:
         """The published payload schema of ``handler``; None when untyped or unknown."""
@@ -106,13 +130,14 @@ def _schema(text: str) -> dict[str, Any] | None:
     return None
 
 
-def catalog_of(entries: Iterable[WorkerHandlers]) -> HandlerCatalog:
-    """What workers published, combined: every name, who serves it, and the schema of the
-    most recently published worker that serves it."""
+def catalog_of(entries: Iterable[WorkerHandlers], task_queue: str | None = None) -> HandlerCatalog:
+    """What workers of ``task_queue`` (None: any) published, combined: every name, who
+    serves it, and the schema of the most recently published worker that serves it."""
     schemas: dict[str, dict[str, Any]] = {}
     workers: dict[str, list[str]] = {}
     decided: set[str] = set()
-    for entry in sorted(entries, key=lambda e: e.published_at, reverse=True):
+    mine = [e for e in entries if task_queue is None or e.task_queue in (None, task_queue)]
+    for entry in sorted(mine, key=lambda e: e.published_at, reverse=True):
         for name in entry.handlers:
             workers.setdefault(name, []).append(entry.worker)
             if name in decided:
@@ -121,53 +146,58 @@ def catalog_of(entries: Iterable[WorkerHandlers]) -> HandlerCatalog:
             schema = _schema(entry.schemas[name]) if name in entry.schemas else None
             if schema is not None:
                 schemas[name] = schema
-    return HandlerCatalog(workers, schemas, {k: sorted(v) for k, v in workers.items()})
+    sorted_workers = {k: sorted(v) for k, v in workers.items()}
+    return HandlerCatalog(workers, schemas, sorted_workers, advisory=True)
 
 
-async def published_catalog(client: Client) -> HandlerCatalog:
-    """What workers published to the handler registry; empty when no worker has yet, or
-    none answers the query (a registry run by an older worker answers names only)."""
+async def published_entries(client: Client) -> list[WorkerHandlers] | None:
+    """Every worker's published entry; None when none answers the registry's query."""
     handle = client.get_workflow_handle(names.REGISTRY_WORKFLOW_ID)
     with contextlib.suppress(RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
-        try:
-            entries = await handle.query(
-                names.QUERY_CATALOG, result_type=list[WorkerHandlers], rpc_timeout=QUERY_TIMEOUT
-            )
-        except WorkflowQueryFailedError:  # no catalog query yet: names only
-            return HandlerCatalog(await published_handlers(client))
-        return catalog_of(entries)
-    return HandlerCatalog()
-
-
-async def published_handlers(client: Client) -> set[str]:
-    """The names workers published to the handler registry; empty when no worker has yet,
-    or none answers the query."""
-    published: list[str] = []
-    with contextlib.suppress(RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
-        published = await client.get_workflow_handle(names.REGISTRY_WORKFLOW_ID).query(
-            names.QUERY_HANDLERS, result_type=list[str], rpc_timeout=QUERY_TIMEOUT
+        entries: list[WorkerHandlers] = await handle.query(
+            names.QUERY_CATALOG, result_type=list[WorkerHandlers], rpc_timeout=QUERY_TIMEOUT
         )
-    return set(published)
+        return entries
+    return None
 
 
-async def handler_listing(client: Client) -> Handlers:
-    """What ``GET /handlers`` and ``jobs handlers`` show: the handlers a job may use (the
-    allow-list's, when ``JOBS_ALLOWED_HANDLERS`` is set), with what workers published."""
-    catalog = await published_catalog(client)
+async def published_catalog(client: Client, task_queue: str | None = None) -> HandlerCatalog:
+    """What workers of ``task_queue`` (None: any) published to the handler registry; empty
+    when no worker has yet, or none answers the query."""
+    entries = await published_entries(client)
+    return catalog_of(entries or [], task_queue)
+
+
+async def handler_listing(client: Client, task_queue: str | None = None) -> Handlers:
+    """What ``GET /handlers`` and ``jobctl handlers`` show for ``task_queue`` (None:
+    ``JOBS_TASK_QUEUE``): the handlers a job may use (the allow-list's, when
+    ``JOBS_ALLOWED_HANDLERS`` is set), with what workers published and who serves each now."""
+    queue = task_queue or default_task_queue()
+    entries = await published_entries(client) or []
+    catalog = catalog_of(entries, queue)
     catalog.update(names.BUILTIN_HANDLERS)
     allowed = allowed_handlers()
     if allowed is not None:
         catalog.intersection_update(allowed)
         catalog.update(allowed)
-    return Handlers(handlers=catalog.entries())
+    infos = catalog.entries()
+    since = {e.worker: e.published_at for e in entries if e.task_queue in (None, queue)}
+    found = await asyncio.gather(*(live_workers(client, queue, i.name) for i in infos))
+    for info, live in zip(infos, found, strict=True):
+        info.live = [
+            LiveWorkerInfo(worker=w.identity, since=since.get(w.identity), last_seen=w.last_seen)
+            for w in live or []
+        ]
+    return Handlers(handlers=infos)
 
 
-async def known_handlers(client: Client) -> HandlerCatalog:
-    """Handler names a job may use: ``JOBS_ALLOWED_HANDLERS`` when set, else the built-ins and
-    what workers published to the handler registry, with the typed ones' payload schemas."""
+async def known_handlers(client: Client, task_queue: str | None = None) -> HandlerCatalog:
+    """Handler names a job on ``task_queue`` (None: ``JOBS_TASK_QUEUE``) may use:
+    ``JOBS_ALLOWED_HANDLERS`` when set (refusing others), else, advisory, the built-ins and
+    what that queue's workers published, with the typed ones' payload schemas."""
     allowed = allowed_handlers()
     if allowed is not None:
         return HandlerCatalog(allowed)
-    catalog = await published_catalog(client)
+    catalog = await published_catalog(client, task_queue or default_task_queue())
     catalog.update(names.BUILTIN_HANDLERS)
     return catalog

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -20,6 +21,7 @@ from temporalio.service import RPCError
 
 from starter import jobviews
 from starter.errors import JobNotFound, TemporalUnavailable
+from starter.operations.handler_watch import live_workers
 from starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
 from starter.operations.validation import check_not_reserved
 from workflows import names
@@ -79,7 +81,24 @@ async def status(client: Client, job_id: str) -> Report:
     report = await _queried_report(handle, desc)
     if report is None:
         report = await _report_from_start(client, handle, desc)
-    return jobviews.job_view(report, facts, desc, beat, datetime.now(UTC))
+    view = jobviews.job_view(report, facts, desc, beat, datetime.now(UTC))
+    return await _why_pending(client, desc, view)
+
+
+async def _why_pending(
+    client: Client, desc: WorkflowExecutionDescription, view: JobView
+) -> JobView:
+    """A due job whose attempt no worker has taken says why when no live worker serves its
+    handler on its task queue (the attempt waits on the handler's queue for one)."""
+    activity = jobviews.run_job_activity(desc)
+    waiting = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+    if view.status != JobStatus.PENDING or activity is None or activity.state != waiting:
+        return view
+    workers = await live_workers(client, desc.task_queue, view.handler)
+    if workers is None or workers:
+        return view
+    detail = f"waiting for a worker with handler {view.handler!r} on task queue {desc.task_queue!r}"
+    return view.model_copy(update={"status_detail": detail})
 
 
 async def _slots_left_running(client: Client, cron: CronReport) -> CronReport:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio.client import Client
 from temporalio.common import (
     Priority,
@@ -24,7 +24,8 @@ from temporalio.service import RPCError
 from connection import build
 from connection.client import task_queue as default_task_queue
 from starter.errors import JobExists, SpecError
-from starter.operations.handlers import known_handlers
+from starter.operations.handler_watch import schedule_warnings
+from starter.operations.handlers import HandlerCatalog, known_handlers
 from starter.operations.rpc import temporal_errors
 from starter.operations.validation import Submission, check_handler, submission
 from starter.operations.wakeplan import MAX_AUTO_LEAD, MIN_DISPATCH_LEAD, WakePlan, covering_lead
@@ -53,6 +54,10 @@ class Scheduled(BaseModel):
     job_id: str
     next_run_at: datetime | None
     created: bool = True
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the job may wait for: e.g. no live worker serves its handler.",
+    )
 
 
 async def schedule(
@@ -72,9 +77,13 @@ async def schedule(
     """
     now = now or datetime.now(UTC)
     checked = submission(data, now)  # every spec problem, before asking the server anything
-    known = handlers if handlers is not None else await known_handlers(client)
+    known = handlers if handlers is not None else await known_handlers(client, task_queue)
     check_handler(checked.spec.handler, known, checked.spec.payload)
-    return await start(client, checked.spec, now, checked.request, task_queue)
+    scheduled = await start(client, checked.spec, now, checked.request, task_queue)
+    if isinstance(known, HandlerCatalog) and known.advisory:
+        queue = task_queue or default_task_queue()
+        scheduled.warnings = await schedule_warnings(client, queue, checked.spec, known)
+    return scheduled
 
 
 async def start(

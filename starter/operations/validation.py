@@ -34,7 +34,6 @@ from workflows.models import (
     check_job_id,
     parse_spec,
 )
-from workflows.names import BUILTIN_HANDLERS
 
 T = TypeVar("T")
 
@@ -74,15 +73,16 @@ def submission(data: dict[str, Any] | JobSpec | Submission, now: datetime) -> Su
 
 
 def handler_problem(handler: object, known: Iterable[str]) -> tuple[str, str] | None:
-    """Why ``handler`` may not be used (not among ``known``: the built-ins and the names
-    workers have published, see :func:`~.handlers.known_handlers`), or None."""
+    """Why ``handler`` may not be used (not among ``known``, a list that refuses:
+    ``JOBS_ALLOWED_HANDLERS``, or names a caller passed), or None. An advisory catalog (what
+    workers published, :func:`~.handlers.known_handlers`) refuses nothing: a job whose
+    handler no worker serves yet waits for one (the answer warns, :mod:`.handler_watch`)."""
+    if isinstance(known, HandlerCatalog) and known.advisory:
+        return None
     names = set(known)
     if not isinstance(handler, str) or not handler or handler in names:
         return None
-    reason = f"unknown handler {handler!r}; known: {sorted(names)}"
-    if names and names <= BUILTIN_HANDLERS:  # only the built-ins: no worker published yet
-        reason += "; no worker has published handlers of its own (is `jobs worker` running?)"
-    return ("handler", reason)
+    return ("handler", f"unknown handler {handler!r}; known: {sorted(names)}")
 
 
 def check_handler(

@@ -135,6 +135,28 @@ def test_the_range_is_inclusive_at_1970_and_nine_years_ahead_is_fine() -> None:
         assert operations.validate_spec(spec(run_at=run_at), HANDLERS, now).run_at
 
 
+CRON_FIELDS_AT_DEFAULT = [
+    ("dst_gap", "shift"),
+    ("overlap", "skip"),
+    ("catchup_window", 60),
+    ("schedule_jitter", 0),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), CRON_FIELDS_AT_DEFAULT, ids=str)
+async def test_a_cron_only_field_on_a_one_shot_is_refused_even_at_its_default(
+    client: Client, field: str, value: Any
+) -> None:
+    assert_problem(await refused(client, spec(**{field: value})), field, "only applies to cron")
+
+
+def test_a_recorded_one_shot_spec_with_every_field_set_still_decodes() -> None:
+    """A workflow's recorded spec carries every field at its default: not a cron-only field
+    given at the door, so it decodes."""
+    recorded = JobSpec.model_validate(spec()).model_dump(mode="json")
+    assert "dst_gap" in recorded and JobSpec.model_validate(recorded).cron is None
+
+
 def test_data_decoded_without_a_clock_is_not_rejudged() -> None:
     """A workflow decodes its recorded input without a "now": neither the 10-year bound nor
     the backoff floor applies there (histories recorded before them still replay)."""
@@ -279,12 +301,12 @@ OPERATIONS: dict[str, Callable[[Client, str], Awaitable[Any]]] = {
 
 @pytest.fixture(scope="module")
 async def singletons(client: Client) -> AsyncIterator[None]:
-    """The DLQ (a job parked through an unknown handler) and the handler registry, live."""
+    """The DLQ (a job parked by a handler's permanent failure) and the handler registry, live."""
     async with running_worker(client, QUEUE):
         await publish_handlers(client, WorkerSettings(task_queue=QUEUE), load_handlers())
         job_id = f"parked-{uuid.uuid4().hex[:8]}"
-        data = spec(id=job_id, handler="no.such.handler", delay=0)
-        await operations.schedule(client, data, handlers={"no.such.handler"}, task_queue=QUEUE)
+        data = spec(id=job_id, handler="test.permanent", delay=0)
+        await operations.schedule(client, data, handlers={"test.permanent"}, task_queue=QUEUE)
         await wait_status(client, job_id, JobStatus.DEAD)
         await eventually(
             lambda: dlq.recent_entries(client),

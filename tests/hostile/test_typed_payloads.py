@@ -98,7 +98,7 @@ async def typed(
     workers.start()
     try:
         await eventually(
-            lambda: operations.known_handlers(dev_client),
+            lambda: operations.known_handlers(dev_client, queue),
             lambda known: known.schema(CHARGE) is not None,
             what="the typed handler's schema published",
         )

@@ -19,3 +19,6 @@ class WorkerHandlers(BaseModel):
     handlers: list[str]
     published_at: datetime
     schemas: dict[str, str] = Field(default_factory=dict)
+    # The task queue whose jobs it serves; None from workers before queues were recorded
+    # (read as serving every queue).
+    task_queue: str | None = None

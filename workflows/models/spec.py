@@ -137,6 +137,12 @@ class JobSpec(BaseModel):
     # there, so a herd due in one second costs the server its work spread over the window and
     # fires on time (activities/run_job.py). 0 dispatches exactly at run_at.
     dispatch_lead: Seconds = Field(default=30.0, ge=0, le=300)
+    # An attempt waits this long for a worker that serves its handler (on the job's task
+    # queue) to take it; then the job goes dead saying so. Waiting includes every minute no
+    # such worker runs (a deploy, an outage) and every moment all of them are busy (their
+    # slots and prefetch full): keep it well above a backlog's drain time. A DLQ requeue
+    # starts the wait afresh.
+    handler_wait: Seconds = Field(default=86400.0, ge=10, le=30 * 86400)
     overlap: Overlap = "skip"
     catchup_window: Seconds = Field(default=60.0, ge=0, le=366 * 86400)
     schedule_jitter: Seconds = Field(default=0.0, ge=0, le=86400)
@@ -225,7 +231,7 @@ class JobSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _check_combination(self) -> JobSpec:
+    def _check_combination(self, info: ValidationInfo) -> JobSpec:
         given = [f for f in ("run_at", "delay", "cron") if getattr(self, f) is not None]
         if len(given) != 1:
             fields = ", ".join(given) if given else "run_at, delay, cron"
@@ -245,11 +251,15 @@ class JobSpec(BaseModel):
                         "job (each slot's id appends @<slot>)",
                     )
         if self.cron is None:
-            # Compared with the defaults, not model_fields_set: decoded specs set every field.
+            # At the door, any cron-only field given is refused, even at its default value;
+            # elsewhere (decoding a recorded spec sets every field) those differing from it.
+            at_door = (info.context or {}).get("now") is not None
+            defaults = type(self).model_fields
             cron_only = [
                 name
                 for name in CRON_ONLY
-                if getattr(self, name) != type(self).model_fields[name].default
+                if (name in self.model_fields_set if at_door else None)
+                or getattr(self, name) != defaults[name].default
             ]
             if cron_only:
                 raise _spec_error(", ".join(cron_only), "only applies to cron jobs")
