@@ -6,7 +6,8 @@ the environment:
 * ``JOBS_MAX_CONCURRENT_JOBS`` (default 100): attempts one worker runs at once.
 * ``JOBS_PREFETCH`` (default 2000): attempts a worker may hold beyond those, waiting for their
   run_at (jobs are dispatched up to 30 s early) or for a free handler slot.
-* ``JOBS_RATE_LIMIT`` (default unlimited): attempts per second across the whole task queue,
+* ``JOBS_RATE_LIMIT`` (default unlimited): attempts per second of each handler across the
+  task queue (each handler's attempts have their own queue, :mod:`activities.job_worker`),
   enforced by the server (``max_task_queue_activities_per_second``), the lever for a herd.
 * ``JOBS_SHUTDOWN_GRACE`` (default 30s): on SIGTERM or SIGINT the worker stops polling and
   gives running attempts this long to finish before cancelling them.

@@ -9,9 +9,11 @@ completions' sticky tasks timed out under the same load and went round again."""
 from __future__ import annotations
 
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import PollerBehaviorAutoscaling
 
 from activities.registry import load_handlers
 from worker import WorkerSettings, build_worker
+from workflows.names import handler_task_queue
 
 # A Temporal server splits a task queue into this many partitions unless configured otherwise
 # (matching.numTaskqueueReadPartitions).
@@ -32,5 +34,24 @@ async def test_each_partition_gets_a_poller_and_the_sticky_queue_as_many(
         on_partitions = int(polls * ratio)
         assert on_partitions >= DEFAULT_PARTITIONS + 1  # one per partition, and a spare
         assert polls - on_partitions >= on_partitions  # as many for the sticky queue
+    finally:
+        job_worker.close()
+
+
+async def test_each_handler_queue_scales_its_pollers_with_its_backlog(
+    ts_env: WorkflowEnvironment,
+) -> None:
+    """Attempts reach their worker through their handler's queue, not eagerly with the
+    workflow task: each handler's worker polls that queue, its pollers autoscaling
+    (activities/job_worker.py, docs/PERFORMANCE.md)."""
+    registry = load_handlers("tests.handlers")
+    job_worker = build_worker(ts_env.client, WorkerSettings(task_queue="q"), registry)
+    try:
+        queues = [w.config()["task_queue"] for w in job_worker.handler_workers]
+        assert queues == [handler_task_queue("q", name) for name in registry.names()]
+        assert "q/handler/log" in queues
+        for worker in job_worker.handler_workers:
+            behavior = worker.config().get("activity_task_poller_behavior")
+            assert isinstance(behavior, PollerBehaviorAutoscaling)
     finally:
         job_worker.close()
