@@ -25,6 +25,10 @@ from temporalio.worker import PollerBehaviorAutoscaling, Worker
 from activities.run_job import JobActivities
 from workflows import names
 
+# The most pollers one handler's queue gets in one worker (fixed 10 measured as well as
+# autoscaling in the herd; more let a busy worker take attempts it could not start in time).
+HANDLER_POLLERS_MAX = 10
+
 
 def handler_workers(
     client: Client, task_queue: str, jobs: JobActivities, **options: Any
@@ -32,17 +36,20 @@ def handler_workers(
     """One activity worker per handler ``jobs`` serves, each on that handler's queue of
     ``task_queue``, running ``run_job`` only; ``options`` as for the job queue's worker.
 
-    Their pollers scale with the queue's backlog (the SDK's autoscaling: 1 to 100, 5 at
-    first): an idle handler costs one long poll, and a herd's attempts, which no longer come
-    back eagerly with the workflow task that scheduled them (another queue), get pollers
-    enough. With the SDK's fixed 5, a 2,000 herd with one core busy ran late by up to 24 s in
-    3 of 4 runs (docs/PERFORMANCE.md)."""
+    Their pollers scale with the queue's backlog (the SDK's autoscaling, 1 to
+    HANDLER_POLLERS_MAX, 5 at first): an idle handler costs one long poll, and a herd's
+    attempts, which no longer come back eagerly with the workflow task that scheduled them
+    (another queue), get pollers enough. With the SDK's fixed 5, a 2,000 herd with one core
+    busy ran late by up to 24 s in 3 of 4 runs (docs/PERFORMANCE.md). The cap: with the
+    SDK's 100, a loaded worker took attempts faster than its event loop could start them,
+    and in a retry storm 30 of 200 jobs lost an attempt by lease while it waited in the
+    worker's buffer."""
     return [
         Worker(
             client,
             task_queue=names.handler_task_queue(task_queue, handler),
             activities=[jobs.run_job],
-            activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+            activity_task_poller_behavior=PollerBehaviorAutoscaling(maximum=HANDLER_POLLERS_MAX),
             **options,
         )
         for handler in jobs.registry.names()

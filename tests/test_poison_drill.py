@@ -295,7 +295,7 @@ async def test_lethal_poison_ends_workers_cleanly_and_each_job_dies_by_lease(
     assert len(exits) <= 2 * len(LETHAL), exits
     assert set(exits.values()) <= {c.exit_code for c in LETHAL}, exits
     expected = Counter(c.exit_code for c in LETHAL for _ in "ab")
-    assert all(0 < Counter(exits.values())[code] <= n for code, n in expected.items()), exits
+    assert all(Counter(exits.values())[code] <= n for code, n in expected.items()), exits
     for proc in alive:
         workers.wait_for_log(proc, "polling task queue")
     await assert_all_polling(dev_client, task_queue, workers, alive, tmp_path / "records.jsonl")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import PollerBehaviorAutoscaling
 
+from activities.job_worker import HANDLER_POLLERS_MAX
 from activities.registry import load_handlers
 from worker import WorkerSettings, build_worker
 from workflows.names import handler_task_queue
@@ -53,5 +54,6 @@ async def test_each_handler_queue_scales_its_pollers_with_its_backlog(
         for worker in job_worker.handler_workers:
             behavior = worker.config().get("activity_task_poller_behavior")
             assert isinstance(behavior, PollerBehaviorAutoscaling)
+            assert behavior.maximum == HANDLER_POLLERS_MAX == 10
     finally:
         job_worker.close()
