@@ -1,6 +1,6 @@
 """The worker: job workflows, the ``run_job`` activity and the handler registry.
 
-Run any number of them (``python worker.py`` or ``jobs worker``). Settings come from flags or
+Run any number of them (``python worker.py`` or ``jobctl worker``). Settings come from flags or
 the environment:
 
 * ``JOBS_MAX_CONCURRENT_JOBS`` (default 100): attempts one worker runs at once.
@@ -374,7 +374,7 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
 
 
 def main() -> None:
-    """``python worker.py``: like ``jobs worker``, ends with ``os._exit`` once shut down, so a
+    """``python worker.py``: like ``jobctl worker``, ends with ``os._exit`` once shut down, so a
     thread a handler leaked (or one stuck in a handler) cannot keep the process alive."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     asyncio.run(run_worker(WorkerSettings()))

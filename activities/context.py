@@ -160,6 +160,10 @@ class HandlerRegistry:
     def names(self) -> list[str]:
         return sorted(self._handlers)
 
+    def entries(self) -> list[tuple[str, Callable[..., Any], type[BaseModel] | None]]:
+        """(name, the function as written, its payload model or None), by name."""
+        return [(name, e.fn, e.model) for name, e in sorted(self._handlers.items())]
+
     def modules(self) -> dict[str, str]:
         """Handler name -> the module that registered it."""
         return {name: entry.module for name, entry in sorted(self._handlers.items())}

@@ -3,7 +3,7 @@
     python -m starter.schedule_from_python
 
 Connects like every ``jobs`` command (``TEMPORAL_ADDRESS``, ``TEMPORAL_PROFILE``...) and
-needs a worker (``jobs worker``, or ``jobs dev``) to run the job.
+needs a worker (``jobctl worker``, or ``jobctl dev``) to run the job.
 """
 
 from __future__ import annotations

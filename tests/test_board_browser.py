@@ -23,7 +23,7 @@ from tests.helpers.poll import eventually_sync
 from tests.helpers.processes import Api, cli_env
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Dialog, Locator, Page
+    from playwright.sync_api import Browser, Dialog, Locator, Page, Route
 
 pytestmark = pytest.mark.devserver
 
@@ -341,3 +341,26 @@ def test_the_page_is_public_the_board_needs_the_token(dev_server: DevServer, pag
         assert banner.is_hidden()
     finally:
         api.stop()
+
+
+def test_the_api_docs_page_renders_with_no_request_beyond_the_api(stack: Stack, page: Page) -> None:
+    """Issue 42: /docs loads Swagger UI from files installed with the package: every request
+    the page makes goes to the API itself (any other is refused here, as offline), and the
+    operations render."""
+    api = httpx.URL(stack.api.url)
+    elsewhere: list[str] = []
+
+    def only_the_api(route: Route) -> None:
+        url = httpx.URL(route.request.url)
+        if (url.host, url.port) == (api.host, api.port):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_the_api)
+    page.goto(f"{stack.api.url}/docs")
+    operation = page.locator(".opblock-summary-path", has_text="/jobs/batch").first
+    operation.wait_for(state="visible", timeout=30 * SECOND)
+    assert elsewhere == []
+    assert page.locator(".opblock").count() > 10

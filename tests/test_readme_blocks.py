@@ -326,7 +326,7 @@ def test_scripts_demo_runs_the_stack_and_the_demo_settles(tmp_path: Path) -> Non
         assert stack.stdout is not None
         for line in stack.stdout:
             seen.append(line)
-            if line.startswith("[demo] try: jobctl list"):
+            if line.startswith("[demo] in another shell: source .venv/bin/activate"):
                 break
         final = {}
         for line in seen:

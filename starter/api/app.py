@@ -13,7 +13,7 @@ from connection.client import load_profile
 from connection.codec import codec_from_env
 from starter import board
 from starter.api import codec as codec_routes
-from starter.api import crons, dlq, errors, guards, handlers, health, jobs, openapi
+from starter.api import crons, dlq, docs_page, errors, guards, handlers, health, jobs, openapi
 from starter.api.deps import ApiState, Backend
 
 DISTRIBUTION = "jobs-scheduler"  # pyproject.toml's [project] name: the version's one home
@@ -43,12 +43,19 @@ def create_app(
     if client is None:
         load_profile()  # and an unknown TEMPORAL_PROFILE or a missing TEMPORAL_CONFIG_FILE
     backend = Backend(client)
-    app = FastAPI(title="jobs", summary="Delayed and cron jobs on Temporal", version=version())
+    app = FastAPI(
+        title="jobs",
+        summary="Delayed and cron jobs on Temporal",
+        version=version(),
+        docs_url=None,  # docs_page serves /docs from installed files, no CDN
+        redoc_url=None,
+    )
     app.state.jobs = ApiState(backend=backend, codec=codec, task_queue=task_queue)
     errors.install(app)
     for resource in (jobs, dlq, crons, handlers, codec_routes, health):
         app.include_router(resource.router)
     board.install(app, backend.client)  # GET / (the page) and GET /board (its data)
     openapi.install(app, bearer=bool(named))
+    docs_page.install(app)
     guards.install(app, named, hosts)
     return app

@@ -30,6 +30,7 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from starter.api.docs_page import PUBLIC_PATHS as DOCS_ASSETS
 from starter.api.errors import error_response
 from starter.board.routes import PUBLIC_PATHS as BOARD_PATHS
 from starter.errors import SpecError
@@ -48,7 +49,8 @@ ANONYMOUS = "anonymous"  # the actor when the API runs without tokens (loopback 
 ACTOR_KEY = "jobs.actor"  # where Guard leaves the caller's name in the ASGI scope
 TOKEN_NAME_RE = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 MAX_BODY_BYTES = 320 * 1024  # the 256 KiB payload limit plus room for the rest of the spec
-PUBLIC_PATHS = {"/healthz", *BOARD_PATHS}  # the board page and assets hold no data
+# The board page, its assets and the docs page's assets hold no data.
+PUBLIC_PATHS = {"/healthz", *BOARD_PATHS, *DOCS_ASSETS}
 CODEC_PREFIX = "/codec/"
 CODEC_MAX_BODY_BYTES = 4 * 1024 * 1024  # a history event's payloads, base64 in JSON
 BATCH_PATH = "/jobs/batch"

@@ -1,4 +1,4 @@
-"""Serving the API with uvicorn (``jobs api``, ``jobs dev``): the binding rule and the server."""
+"""Serving the API with uvicorn (``jobctl api``, ``jobctl dev``): binding rule and server."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def check_binding(host: str, token: str | Mapping[str, str] | None) -> None:
 
 
 class EmbeddedServer(uvicorn.Server):
-    """uvicorn inside a process that owns its signals (``jobs dev``): stop with should_exit."""
+    """uvicorn inside a process that owns its signals (``jobctl dev``): stop with should_exit."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -43,7 +43,7 @@ def server(
 ) -> uvicorn.Server:
     """A uvicorn server for the API; refuses a non-loopback host without a token.
 
-    ``client`` (default None: connect from the environment on first use): ``jobs dev`` hands
+    ``client`` (default None: connect from the environment on first use): ``jobctl dev`` hands
     over its worker's, so a job due now starts eagerly on that worker (operations.starting).
     """
     tokens = load_tokens()

@@ -1,4 +1,4 @@
-"""Launching the long-running processes: ``jobs worker``, ``jobs api``, ``jobs dev``.
+"""Launching the long-running processes: ``jobctl worker``, ``jobctl api``, ``jobctl dev``.
 
 Each imports what it launches only when run, so the other commands never load the API
 server, the worker or its handler modules."""

@@ -100,7 +100,10 @@ async def run_demo(client: Client, watch_seconds: float = 90.0) -> list[str]:
         if all(job_id in seen and seen[job_id][0] in SETTLED for job_id in watched):
             break
         await asyncio.sleep(0.5)
-    print("[demo] try: jobctl list · jobctl status <id> · jobctl dlq list")
+    print(
+        "[demo] in another shell: source .venv/bin/activate, then try "
+        "jobctl list · jobctl status <id> · jobctl dlq list"
+    )
     return ids
 
 

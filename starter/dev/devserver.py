@@ -1,6 +1,6 @@
 """The embedded default: ``temporal server start-dev`` on a SQLite file, as a child process.
 
-Used by ``jobs dev``, the dev-server tests, the failure drills and the benchmarks, so all of
+Used by ``jobctl dev``, the dev-server tests, the failure drills and the benchmarks, so all of
 them run the same server the same way: search attributes registered at launch, SQLite in WAL
 mode (about twice the start rate of the default journal on this class of machine).
 """
@@ -96,7 +96,7 @@ def taken_ports(ports: dict[str, int]) -> list[tuple[str, str]]:
 
 def die_with_parent() -> None:
     """Runs in the child before exec: on Linux, SIGKILL the server if its parent dies, so a
-    crashed ``jobs dev`` or test run never leaves a server holding the port and the file."""
+    crashed ``jobctl dev`` or test run never leaves a server holding the port and the file."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

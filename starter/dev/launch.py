@@ -1,4 +1,4 @@
-"""``jobs worker``: a worker process from the CLI. With :mod:`starter.dev.stack`, the only
+"""``jobctl worker``: a worker process from the CLI. With :mod:`starter.dev.stack`, the only
 client-side modules that import the worker side (``worker``); the CLI imports this one only
 when the command runs."""
 

@@ -1,7 +1,7 @@
-"""``jobs dev``: the whole stack in one foreground process.
+"""``jobctl dev``: the whole stack in one foreground process.
 
 The Temporal dev server keeps its state in ``<state dir>/temporal.db``, so a second
-``jobs dev`` on the same directory finds every job still there. Ctrl-C stops everything.
+``jobctl dev`` on the same directory finds every job still there. Ctrl-C stops everything.
 
 It runs a worker in this process, so it imports the worker side (``worker``): with
 :mod:`starter.dev.launch`, the only client-side module allowed to.

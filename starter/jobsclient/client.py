@@ -117,6 +117,10 @@ class JobsClient:
         client = await connect(address, namespace, environ=environ)
         return cls(client, task_queue=task_queue, actor=actor)
 
+    async def _now(self) -> datetime:
+        """The clock ``in_`` counts from (the testing kit reads its test server's)."""
+        return datetime.now(UTC)
+
     @property
     def temporal_client(self) -> Client:
         """The Temporal client underneath (for what this client does not cover)."""
@@ -172,7 +176,7 @@ class JobsClient:
             TemporalUnavailable: The server cannot be reached.
         """
         raw = build_spec(name, handler, payload, at=at, in_=in_, cron=cron, tz=tz, **spec_fields)
-        now = datetime.now(UTC)
+        now = await self._now()
         checked = operations.submission(raw, now)  # every spec problem before any RPC
         with tracing.schedule_span(raw) as span:
             scheduled = await operations.schedule(

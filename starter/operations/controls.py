@@ -54,7 +54,7 @@ async def _control(job_id: str, action: str, call: Callable[[], Awaitable[T]]) -
         raise InvalidTransition(reason) from err
     except TimeoutError as err:
         raise TemporalUnavailable(
-            f"no worker processed {action} within {CONTROL_TIMEOUT:g}s; is `jobs worker` running?"
+            f"no worker processed {action} within {CONTROL_TIMEOUT:g}s; is `jobctl worker` running?"
         ) from err
 
 

@@ -183,7 +183,7 @@ async def _start_delayed(
     """Start the job's workflow ``delay`` from now (at once if not positive).
 
     A job that starts now asks for its first workflow task in the start's answer (eager
-    start), for a worker this process runs on the same client: ``jobs dev``, or a program
+    start), for a worker this process runs on the same client: ``jobctl dev``, or a program
     that runs a worker and schedules. That task then skips the task queue, a write and a
     dispatch fewer on the server. The SDK asks only when such a worker has a free slot;
     otherwise the start is the ordinary one. A job with a priority or fairness key goes
