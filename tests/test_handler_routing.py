@@ -22,7 +22,6 @@ from activities.context import HandlerRegistry
 from activities.registry import load_handlers
 from connection.client import connect
 from starter import operations
-from starter.operations import handler_watch
 from tests.helpers.poll import eventually
 from worker import WorkerSettings, build_worker, publish_handlers
 from workflows.models import JobStatus
@@ -149,27 +148,6 @@ async def test_handler_wait_ends_a_job_no_worker_serves_with_a_clear_error(
         f"no worker serving handler {PLUGIN!r} took the attempt within 10s (handler_wait)"
     )
     assert not (tmp_path / "never.jsonl").exists()
-
-
-async def test_a_stopped_worker_leaves_the_live_list_within_about_a_minute(
-    dev_client: Client,
-) -> None:
-    queue = f"live-{uuid.uuid4().hex[:8]}"
-    async with worker_of(dev_client, queue, "plugin", "log", PLUGIN, publish=True):
-        handler_watch._seen.clear()
-        listing = await operations.handler_listing(dev_client, queue)
-    live = {h.name: [w.worker for w in h.live] for h in listing.handlers}
-    assert live[PLUGIN] == ["plugin"] and live["log"] == ["plugin"]
-    assert live["http.post"] == []  # built-in, but this worker does not serve it
-
-    async def plugin_live() -> list[str]:
-        handler_watch._seen.clear()
-        workers = await handler_watch.live_workers(dev_client, queue, PLUGIN)
-        return [w.identity for w in workers or []]
-
-    # The server answers an idle poll within about a minute; a stopped worker polls no more.
-    bound = handler_watch.LIVE_WITHIN.total_seconds() + 15
-    assert await eventually(plugin_live, lambda found: found == [], timeout=bound) == []
 
 
 SETS = {

@@ -20,6 +20,8 @@ import pytest
 
 SECONDS: dict[str, float] = {
     "tests/test_drills_load.py": 110,
+    "tests/test_handler_liveness.py": 80,
+    "tests/test_handler_routing.py": 70,
     "tests/test_dlq_devserver.py": 75,
     "tests/test_priority.py": 85,
     "tests/test_dispatch.py": 80,
@@ -45,7 +47,7 @@ SECONDS: dict[str, float] = {
     "tests/test_lean_job.py": 20,
     "tests/hostile/test_api_http.py": 15,
     "tests/hostile/test_priority_fields.py": 15,
-    "tests/test_api.py": 15,
+    "tests/test_api.py": 50,
     "tests/test_concurrency.py": 15,
     "tests/test_cron_first_slot.py": 15,
     "tests/test_jobsclient.py": 15,
