@@ -28,7 +28,9 @@ from tests.helpers.poll import eventually_sync
 from tests.helpers.processes import ROOT, Workers, cli_env, jobs_json, wait_for, wait_until
 
 BIN = Path(sys.executable).parent
-README = (ROOT / "README.md").read_text()
+# The README and the pages it leads to: every command block in them is checked.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "CHANGELOG.md"]
+README = "\n".join(page.read_text() for page in PAGES)
 
 
 def block_after(marker: str, fence: str = "```bash\n") -> list[str]:
@@ -110,7 +112,7 @@ def test_cron_block_pasted_line_by_line(cli: dict[str, str], workers: Workers) -
     workers.start()
     nightly, beat = unique("nightly-report"), unique("heartbeat")
     bound = {"nightly-report": nightly, "heartbeat": beat}
-    lines = block_after("## Cron jobs")
+    lines = block_after("\n# Cron jobs\n")
     assert len(lines) == 8 and all(line.startswith("jobctl ") for line in lines)
     for line in lines:
         paste(line, cli, bound)
@@ -178,7 +180,7 @@ def test_dead_letter_blocks_pasted_line_by_line(own_server: dict[str, str], tmp_
     workers = Workers(env, tmp_path)
     workers.start()
     try:
-        ours = block_after("## The dead-letter queue")
+        ours = block_after("\n# The dead-letter queue\n")
         assert [line.split()[:3] for line in ours][:4] == [
             ["jobctl", "dlq", "list"],
             ["jobctl", "status", "demo-031502-poison"],
@@ -219,7 +221,7 @@ def answer_of(output: str) -> Any:
 
 @pytest.mark.devserver
 def test_curl_block_pasted_line_by_line(stack: Stack) -> None:
-    lines = block_after("## HTTP API")
+    lines = block_after("\n# HTTP API\n")
     assert lines[0] == "API=http://127.0.0.1:8000"
     env = {**stack.env, "API": stack.api.url}
     invoice, digest = unique("invoice"), unique("digest")

@@ -59,8 +59,8 @@ def test_the_example_runs_as_a_user_runs_it() -> None:
     assert "3 passed" in answer.stdout
 
 
-def test_the_readme_example_is_the_tested_one() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Testing your handlers", 1)[1]
+def test_the_docs_example_is_the_tested_one() -> None:
+    readme = (ROOT / "docs" / "handlers.md").read_text()
+    section = readme.split("## Testing your handlers", 1)[1]
     example = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert example in (ROOT / "examples" / "test_billing.py").read_text()
