@@ -45,7 +45,7 @@ from starter.jobsclient.handle import SETTLED
 from worker import WorkerSettings, build_worker
 from workflows.models import BUILD_IDS, SEARCH_ATTRIBUTES, JobReport, JobStatus
 
-__all__ = ["HandlerCall", "JobTestEnv", "job_test_env", "jobs_env"]
+__all__ = ["HandlerCall", "JobTestEnv", "job_test_env", "jobs_env", "register_search_attributes"]
 
 TASK_QUEUE = "jobs-test"
 STEP = timedelta(seconds=1)  # how far settled() skips when nothing is due later
@@ -163,8 +163,9 @@ def _recorded(name: str, fn: Callable[..., Any], calls: list[HandlerCall]) -> Ca
     return recorded
 
 
-async def _register_search_attributes(client: Client) -> None:
-    """The test server knows none of them; an unknown one fails every workflow task."""
+async def register_search_attributes(client: Client) -> None:
+    """Ours, and Temporal's own ``BuildIds`` (our starters preset it): the time-skipping
+    server defines none of them, and an unknown one fails every workflow task."""
     await client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(
             namespace=client.namespace,
@@ -187,7 +188,7 @@ async def job_test_env(
         test_server_existing_path=test_server(), data_converter=pydantic_data_converter
     )
     try:
-        await _register_search_attributes(env.client)
+        await register_search_attributes(env.client)
         calls: list[HandlerCall] = []
         registry = recording(load_handlers(handler_modules), calls)
         settings = WorkerSettings(task_queue=task_queue, identity="jobctl.testing")

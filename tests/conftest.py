@@ -25,13 +25,14 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from jobctl.testing import register_search_attributes
 from starter.dev.binaries import test_server
 from starter.dev.devserver import DevServer
 from tests.helpers.api import Stack
 from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.drills import FULL, ROWS_ENV, drill_rows, render_report
 from tests.helpers.processes import Api, Workers, cli_env
-from tests.helpers.temporal import end_singletons, register_search_attributes
+from tests.helpers.temporal import end_singletons
 
 # A test that uses one of these fixtures (directly or through another fixture) talks to a dev
 # server or starts worker processes: it is marked ``devserver`` at collection, so

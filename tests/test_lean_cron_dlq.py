@@ -16,6 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities import metrics
+from jobctl.testing import register_search_attributes
 from starter import dlq, operations
 from starter.dev import binaries
 from starter.dev.devserver import free_port
@@ -24,7 +25,7 @@ from tests.helpers.dlq import POISON_ONCE, wait_for_log
 from tests.helpers.jobs import finished, submit, wait_for_status
 from tests.helpers.poll import eventually
 from tests.helpers.prometheus import parse, scrape, total
-from tests.helpers.temporal import end_singletons, register_search_attributes, running_worker
+from tests.helpers.temporal import end_singletons, running_worker
 from workflows.cron_rules import next_run_from_memo
 from workflows.models import CronReport, CronUpdate, JobStatus
 from workflows.names import DLQ_WORKFLOW_ID

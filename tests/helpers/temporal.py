@@ -10,8 +10,6 @@ from contextlib import asynccontextmanager
 from functools import partial
 
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -22,21 +20,6 @@ from activities.registry import load_handlers
 from tests.helpers.poll import eventually
 from worker import WORKFLOWS, WorkerSettings, build_worker, publish_handlers, sandbox_runner
 from workflows import names
-from workflows.models import BUILD_IDS, SEARCH_ATTRIBUTES
-
-
-async def register_search_attributes(client: Client) -> None:
-    """Ours, and Temporal's own ``BuildIds`` (our starters preset it): a dev server defines
-    it, the time-skipping server defines none of Temporal's own."""
-    await client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=client.namespace,
-            search_attributes={
-                key.name: IndexedValueType.ValueType(key.indexed_value_type)
-                for key in (*SEARCH_ATTRIBUTES, BUILD_IDS)
-            },
-        )
-    )
 
 
 @asynccontextmanager
