@@ -37,7 +37,8 @@ from tests.helpers.temporal import end_singletons
 # A test that uses one of these fixtures (directly or through another fixture) talks to a dev
 # server or starts worker processes: it is marked ``devserver`` at collection, so
 # ``-m "not devserver"`` (``scripts/test --fast``) selects exactly the tests that need neither.
-DEVSERVER_FIXTURES = frozenset({"dev_server", "dev_client", "cli", "workers", "stack"})
+# ``lab``: the metered dev server some modules start for themselves (server-work counts).
+DEVSERVER_FIXTURES = frozenset({"dev_server", "dev_client", "cli", "workers", "stack", "lab"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

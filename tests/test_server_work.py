@@ -97,6 +97,7 @@ async def test_a_job_with_a_priority_or_fairness_key_goes_through_the_task_queue
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.devserver  # starts `temporal server start-dev` itself
 async def test_start_devs_default_reads_the_definitions_at_every_lookup() -> None:
     forced = {key: True for key in SEARCH_ATTRIBUTE_CACHE_CONFIG}  # start-dev's own default
     async with metered_lab("forced", **forced) as lab:
