@@ -130,14 +130,19 @@ def _schema(text: str) -> dict[str, Any] | None:
     return None
 
 
+def of_queue(entries: Iterable[WorkerHandlers], task_queue: str | None) -> list[WorkerHandlers]:
+    """The entries of workers serving ``task_queue`` (None: any; an entry without a queue,
+    from a worker before queues were recorded, serves every one)."""
+    return [e for e in entries if task_queue is None or e.task_queue in (None, task_queue)]
+
+
 def catalog_of(entries: Iterable[WorkerHandlers], task_queue: str | None = None) -> HandlerCatalog:
     """What workers of ``task_queue`` (None: any) published, combined: every name, who
     serves it, and the schema of the most recently published worker that serves it."""
     schemas: dict[str, dict[str, Any]] = {}
     workers: dict[str, list[str]] = {}
     decided: set[str] = set()
-    mine = [e for e in entries if task_queue is None or e.task_queue in (None, task_queue)]
-    for entry in sorted(mine, key=lambda e: e.published_at, reverse=True):
+    for entry in sorted(of_queue(entries, task_queue), key=lambda e: e.published_at, reverse=True):
         for name in entry.handlers:
             workers.setdefault(name, []).append(entry.worker)
             if name in decided:
@@ -173,15 +178,15 @@ async def handler_listing(client: Client, task_queue: str | None = None) -> Hand
     ``JOBS_TASK_QUEUE``): the handlers a job may use (the allow-list's, when
     ``JOBS_ALLOWED_HANDLERS`` is set), with what workers published and who serves each now."""
     queue = task_queue or default_task_queue()
-    entries = await published_entries(client) or []
-    catalog = catalog_of(entries, queue)
+    entries = of_queue(await published_entries(client) or [], queue)
+    catalog = catalog_of(entries)
     catalog.update(names.BUILTIN_HANDLERS)
     allowed = allowed_handlers()
     if allowed is not None:
         catalog.intersection_update(allowed)
         catalog.update(allowed)
     infos = catalog.entries()
-    since = {e.worker: e.published_at for e in entries if e.task_queue in (None, queue)}
+    since = {e.worker: e.published_at for e in entries}
     found = await asyncio.gather(*(live_workers(client, queue, i.name) for i in infos))
     for info, live in zip(infos, found, strict=True):
         info.live = [

@@ -77,11 +77,11 @@ async def schedule(
     """
     now = now or datetime.now(UTC)
     checked = submission(data, now)  # every spec problem, before asking the server anything
-    known = handlers if handlers is not None else await known_handlers(client, task_queue)
+    queue = task_queue or default_task_queue()
+    known = handlers if handlers is not None else await known_handlers(client, queue)
     check_handler(checked.spec.handler, known, checked.spec.payload)
-    scheduled = await start(client, checked.spec, now, checked.request, task_queue)
+    scheduled = await start(client, checked.spec, now, checked.request, queue)
     if isinstance(known, HandlerCatalog) and known.advisory:
-        queue = task_queue or default_task_queue()
         scheduled.warnings = await schedule_warnings(client, queue, checked.spec, known)
     return scheduled
 

@@ -53,9 +53,15 @@ def parse_instant(value: Any, now: datetime | None = None) -> datetime:
     return check_instant(moment, now)
 
 
-def _instant_in_range(value: datetime, info: ValidationInfo) -> datetime:
+def door_clock(info: ValidationInfo) -> datetime | None:
+    """The clock a submission is judged by at the door (``context={"now": ...}``); None when
+    recorded data is decoded (a workflow's input), which the door's rules do not re-judge."""
     now = (info.context or {}).get("now")
-    return check_instant(value, now if isinstance(now, datetime) else None)
+    return now if isinstance(now, datetime) else None
+
+
+def _instant_in_range(value: datetime, info: ValidationInfo) -> datetime:
+    return check_instant(value, door_clock(info))
 
 
 # A time given by a person (run_at, pause until, a preview's after): see check_instant.

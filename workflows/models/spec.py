@@ -32,7 +32,7 @@ from workflows import cronmath
 from workflows.cronmath import DstGap, DstRepeat
 from workflows.durations import parse_duration
 from workflows.models.ids import HANDLER_PATTERN, MAX_CRON_ID, check_job_id, is_job_id
-from workflows.models.instants import MAX_AHEAD, Instant
+from workflows.models.instants import MAX_AHEAD, Instant, door_clock
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_PAYLOAD_DEPTH = 64  # nested objects/arrays, the payload object itself included
@@ -173,7 +173,7 @@ class JobSpec(BaseModel):
     @classmethod
     def _check_backoff_floor(cls, value: float, info: ValidationInfo) -> float:
         # At the door only: jobs already recorded with a smaller base keep replaying.
-        if (info.context or {}).get("now") is not None and value < MIN_BACKOFF_BASE:
+        if door_clock(info) is not None and value < MIN_BACKOFF_BASE:
             raise ValueError(
                 f"must be at least {MIN_BACKOFF_BASE:g}s (Temporal does not fire retries "
                 "sooner than about a second apart)"
@@ -253,13 +253,12 @@ class JobSpec(BaseModel):
         if self.cron is None:
             # At the door, any cron-only field given is refused, even at its default value;
             # elsewhere (decoding a recorded spec sets every field) those differing from it.
-            at_door = (info.context or {}).get("now") is not None
+            set_at_door = self.model_fields_set if door_clock(info) is not None else set()
             defaults = type(self).model_fields
             cron_only = [
                 name
                 for name in CRON_ONLY
-                if (name in self.model_fields_set if at_door else None)
-                or getattr(self, name) != defaults[name].default
+                if name in set_at_door or getattr(self, name) != defaults[name].default
             ]
             if cron_only:
                 raise _spec_error(", ".join(cron_only), "only applies to cron jobs")
