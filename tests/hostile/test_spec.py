@@ -150,6 +150,23 @@ async def test_a_cron_only_field_on_a_one_shot_is_refused_even_at_its_default(
     assert_problem(await refused(client, spec(**{field: value})), field, "only applies to cron")
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (5, "greater than or equal to 10"),
+        ("31d", "less than or equal to 2592000"),
+        ("soon", ""),
+        (True, ""),
+        (float("inf"), ""),
+    ],
+    ids=["below 10 s", "above 30 days", "words", "a bool", "infinity"],
+)
+async def test_a_handler_wait_out_of_bounds_is_refused(
+    client: Client, value: Any, reason: str
+) -> None:
+    assert_problem(await refused(client, spec(handler_wait=value)), "handler_wait", reason)
+
+
 def test_a_recorded_one_shot_spec_with_every_field_set_still_decodes() -> None:
     """A workflow's recorded spec carries every field at its default: not a cron-only field
     given at the door, so it decodes."""
