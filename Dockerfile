@@ -12,6 +12,8 @@ COPY workflows ./workflows
 COPY activities ./activities
 COPY starter ./starter
 COPY connection ./connection
+# jobctl/ links the folders above into the one package that installs (pyproject.toml).
+COPY jobctl ./jobctl
 RUN /opt/jobs/bin/pip install .
 
 FROM python:3.11-slim

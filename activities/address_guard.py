@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import httpx
 
-from activities.context import PermanentError
+from jobctl.activities.context import PermanentError
 
 ALLOWED_HOSTS_ENV = "JOBS_HTTP_ALLOWED_HOSTS"
 URL_SHAPE_ERROR = "payload.url must be an http(s) URL"

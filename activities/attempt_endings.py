@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from activities.attempt_outcome import (
+from jobctl.activities.attempt_outcome import (
     AttemptLog,
     CancelledByRequest,
     HandedOver,
@@ -45,10 +45,10 @@ from activities.attempt_outcome import (
     fail_with_log,
     server_gives_up,
 )
-from activities.context import PermanentError
-from activities.failure_size import fitted, handler_failure
-from workflows.backoff import retry_delay
-from workflows.models import HeartbeatState, JobSpec, RunJobResult
+from jobctl.activities.context import PermanentError
+from jobctl.activities.failure_size import fitted, handler_failure
+from jobctl.workflows.backoff import retry_delay
+from jobctl.workflows.models import HeartbeatState, JobSpec, RunJobResult
 
 log = logging.getLogger("jobs.run_job")
 # Failed attempts are routine for a job scheduler: we log one line each ourselves, and the

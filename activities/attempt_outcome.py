@@ -31,13 +31,13 @@ from typing import Any, Literal, NoReturn
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import metrics
-from activities.context import JobContext, PermanentError
-from activities.failure_size import clip
-from activities.predispatch import starts_at_once
-from workflows.backoff import base_delay
-from workflows.job_rules import attempt_allowance
-from workflows.models import AttemptRecord, HeartbeatState, RunJobInput
+from jobctl.activities import metrics
+from jobctl.activities.context import JobContext, PermanentError
+from jobctl.activities.failure_size import clip
+from jobctl.activities.predispatch import starts_at_once
+from jobctl.workflows.backoff import base_delay
+from jobctl.workflows.job_rules import attempt_allowance
+from jobctl.workflows.models import AttemptRecord, HeartbeatState, RunJobInput
 
 Outcome = Literal["succeeded", "failed", "lost", "cancelled", "handed_over"]
 

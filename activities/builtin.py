@@ -6,9 +6,9 @@ import asyncio
 import logging
 from typing import Any
 
-from activities.address_guard import URL_SHAPE_ERROR
-from activities.context import JobContext, PermanentError, handler
-from workflows import names
+from jobctl.activities.address_guard import URL_SHAPE_ERROR
+from jobctl.activities.context import JobContext, PermanentError, handler
+from jobctl.workflows import names
 
 log = logging.getLogger("jobs.handlers")
 
@@ -61,7 +61,7 @@ async def http_post(ctx: JobContext) -> dict[str, Any]:
     # ~0.1 s of every worker's start-up, and most workers never run http.post.
     import httpx
 
-    from activities.http_post import post as guarded_post
+    from jobctl.activities.http_post import post as guarded_post
 
     url = ctx.payload.get("url")
     if not isinstance(url, str):

@@ -17,10 +17,10 @@ from temporalio import activity
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
-from activities.metrics import record_dead
-from activities.notify import Notifier
-from workflows import names
-from workflows.models import DeadEntry, DlqState, JobRelease
+from jobctl.activities.metrics import record_dead
+from jobctl.activities.notify import Notifier
+from jobctl.workflows import names
+from jobctl.workflows.models import DeadEntry, DlqState, JobRelease
 
 # Two signal-with-starts racing to start the DLQ can be answered "already started" (seen on the
 # time-skipping server: two jobs parked at once with no DLQ running); the next call signals the

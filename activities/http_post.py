@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from activities.address_guard import (
+from jobctl.activities.address_guard import (
     AllowList,
     DestinationRefused,
     IPAddress,
@@ -36,7 +36,7 @@ from activities.address_guard import (
     check_url,
     literal_address,
 )
-from activities.context import PermanentError
+from jobctl.activities.context import PermanentError
 
 Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 

@@ -22,8 +22,8 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
-from activities.run_job import JobActivities
-from workflows import names
+from jobctl.activities.run_job import JobActivities
+from jobctl.workflows import names
 
 # The most pollers one handler's queue gets in one worker (fixed 10 measured as well as
 # autoscaling in the herd; more let a busy worker take attempts it could not start in time).

@@ -14,7 +14,7 @@ import logging
 import os
 from typing import Protocol
 
-from workflows.models import DeadEntry
+from jobctl.workflows.models import DeadEntry
 
 log = logging.getLogger("jobs.alerts")
 WEBHOOK_ENV = "JOBS_ALERT_WEBHOOK"

@@ -35,11 +35,11 @@ from temporalio import activity
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
-from activities.gc_pause import START_WINDOW
-from activities.server_clock import ServerClock
-from connection.client import check_serving
-from workflows.models import JOB_STATUS, HeartbeatState, JobStatus, RunJobResult
-from workflows.prestart_check import GO_CHECK_AHEAD, check_ahead
+from jobctl.activities.gc_pause import START_WINDOW
+from jobctl.activities.server_clock import ServerClock
+from jobctl.connection.client import check_serving
+from jobctl.workflows.models import JOB_STATUS, HeartbeatState, JobStatus, RunJobResult
+from jobctl.workflows.prestart_check import GO_CHECK_AHEAD, check_ahead
 
 log = logging.getLogger("jobs.run_job")
 # The SDK sends heartbeats at most every this fraction of the heartbeat timeout (the lease).

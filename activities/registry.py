@@ -2,7 +2,7 @@
 
 A handler is a plain function or coroutine function taking one :class:`JobContext`::
 
-    from activities.registry import JobContext, PermanentError, handler
+    from jobctl.activities.registry import JobContext, PermanentError, handler
 
     @handler("billing.charge")
     def charge(ctx: JobContext) -> dict:
@@ -33,7 +33,7 @@ import importlib
 import os
 from importlib.metadata import entry_points
 
-from activities.context import (
+from jobctl.activities.context import (
     DuplicateHandler,
     Handler,
     HandlerRegistry,
@@ -42,8 +42,7 @@ from activities.context import (
     handler,
     registry,
 )
-from connection.errors import JobsError
-from connection.ownpackages import PackageClash, clash_hint, require_own_packages
+from jobctl.connection.errors import JobsError
 
 __all__ = [
     "BUILTIN_MODULES",
@@ -62,13 +61,12 @@ __all__ = [
 HANDLER_MODULES_ENV = "JOBS_HANDLER_MODULES"
 ENTRY_POINT_GROUP = "jobs.handlers"  # [project.entry-points."jobs.handlers"] x = "pkg.module"
 # Imported by name, like the user's modules: they import activities.context, never this module.
-BUILTIN_MODULES = ("activities.builtin",)
+BUILTIN_MODULES = ("jobctl.activities.builtin",)
 
 
 class HandlerModuleError(JobsError, RuntimeError):
     """A handler module cannot be loaded (a deployment mistake: it is missing, or raised or
-    exited while imported), two modules register one name, or a project's own package
-    shadows one of ours (:mod:`connection.ownpackages`): the worker does not start, and
+    exited while imported), or two modules register one name: the worker does not start, and
     ``jobctl worker`` exits 2 with one line naming where the module came from (an entry
     point, ``JOBS_HANDLER_MODULES``), the module and the error."""
 
@@ -81,8 +79,7 @@ def _import(module: str, source: str) -> None:
     except DuplicateHandler as err:
         raise HandlerModuleError(f"{source}: {err}") from err
     except ImportError as err:
-        hint = clash_hint(err.name or "")
-        raise HandlerModuleError(f"{source}: cannot import {module!r}: {err}{hint}") from err
+        raise HandlerModuleError(f"{source}: cannot import {module!r}: {err}") from err
     except SystemExit as err:  # a plugin that exits while imported must not end us silently
         raise HandlerModuleError(
             f"{source}: importing {module!r} called sys.exit({err.code!r})"
@@ -118,8 +115,4 @@ def load_handlers(modules: str | None = None) -> HandlerRegistry:
     names = modules if modules is not None else os.environ.get(HANDLER_MODULES_ENV, "")
     for module in filter(None, (part.strip() for part in names.split(","))):
         _import(module, HANDLER_MODULES_ENV)
-    try:
-        require_own_packages()
-    except PackageClash as err:
-        raise HandlerModuleError(str(err)) from err
     return registry

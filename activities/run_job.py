@@ -56,11 +56,16 @@ from typing import Any
 
 from temporalio import activity
 
-from activities import metrics
-from activities.attempt_endings import Ending, PermanentFailure, Succeeded, attempts_exhausted
-from activities.attempt_endings import cancelled as cancelled_ending
-from activities.attempt_endings import failed as failed_ending
-from activities.attempt_outcome import (
+from jobctl.activities import metrics
+from jobctl.activities.attempt_endings import (
+    Ending,
+    PermanentFailure,
+    Succeeded,
+    attempts_exhausted,
+)
+from jobctl.activities.attempt_endings import cancelled as cancelled_ending
+from jobctl.activities.attempt_endings import failed as failed_ending
+from jobctl.activities.attempt_outcome import (
     AttemptLog,
     AttemptTimeout,
     UnknownHandlerError,
@@ -68,9 +73,9 @@ from activities.attempt_outcome import (
     contained_sync,
     previous_attempts,
 )
-from activities.context import HandlerRegistry, JobContext, PermanentError
-from activities.gc_pause import StartWindow
-from activities.predispatch import (
+from jobctl.activities.context import HandlerRegistry, JobContext, PermanentError
+from jobctl.activities.gc_pause import StartWindow
+from jobctl.activities.predispatch import (
     GO_CHECK_TIMEOUT,
     SDK_THROTTLE,
     ServerLiveness,
@@ -78,11 +83,17 @@ from activities.predispatch import (
     starts_at_once,
     wait_for_run_at,
 )
-from activities.server_clock import ServerClock, ServerTimeline
-from activities.slot_gate import SlotGate
-from activities.start_record import record_start
-from workflows import names
-from workflows.models import AttemptRecord, HeartbeatState, JobSpec, RunJobInput, RunJobResult
+from jobctl.activities.server_clock import ServerClock, ServerTimeline
+from jobctl.activities.slot_gate import SlotGate
+from jobctl.activities.start_record import record_start
+from jobctl.workflows import names
+from jobctl.workflows.models import (
+    AttemptRecord,
+    HeartbeatState,
+    JobSpec,
+    RunJobInput,
+    RunJobResult,
+)
 
 # Sync handlers that ignore ctx.cancelled get this long to notice before we give up on them.
 CANCEL_GRACE_SECONDS = 5.0

@@ -37,7 +37,7 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from workflows.models.spec import DEFAULT_PRIORITY
+from jobctl.workflows.models.spec import DEFAULT_PRIORITY
 
 
 @dataclass(eq=False)

@@ -24,7 +24,7 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 from temporalio.service import RPCError, RPCStatusCode
 
-from workflows.models import HeartbeatState
+from jobctl.workflows.models import HeartbeatState
 
 log = logging.getLogger("jobs.run_job")
 # Answers that mean "not reachable right now": the attempt waits and asks again.

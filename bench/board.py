@@ -28,7 +28,6 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from activities.registry import load_handlers
 from bench.common import (
     OURS_QUEUE,
     cpu_seconds,
@@ -38,7 +37,8 @@ from bench.common import (
     summary,
     write_result,
 )
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
 
 CALLERS = 50
 MIX = {"done": 300, "dead": 200, "running": 60, "retrying": 40, "paused": 20}

@@ -36,7 +36,6 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.registry import load_handlers
 from bench import herd
 from bench.common import (
     OURS_QUEUE,
@@ -46,9 +45,10 @@ from bench.common import (
     wait_for_starts,
     write_result,
 )
-from starter import operations
-from starter.operations.wakeplan import MIN_DISPATCH_LEAD
-from workflows import names
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.starter.operations.wakeplan import MIN_DISPATCH_LEAD
+from jobctl.workflows import names
 
 IDLE_SECONDS = 5.0
 PROCESSES = ("server", "worker")

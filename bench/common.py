@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 import httpx
 from temporalio.client import Client
 
-from starter.dev.devserver import DevServer, die_with_parent, free_port
+from jobctl.starter.dev.devserver import DevServer, die_with_parent, free_port
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKER_LOGS_ENV = "BENCH_WORKER_LOGS"  # a folder: keep each worker's output there

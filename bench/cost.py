@@ -48,13 +48,13 @@ from temporalio.client import (
     ScheduleState,
 )
 
-from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
 from bench.common import OURS_QUEUE, start_records, write_result
 from bench.meter import MeteredServer, Reading, Window, metered_side, read, window
-from starter import dlq, operations
-from workflows.models import JOB_STATUS
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import dlq, operations
+from jobctl.workflows.models import JOB_STATUS
 
 SETTLE = 2.0  # after a case: late heartbeats, the DLQ recording a release
 # Our cases' notice: more than the default dispatch_lead (30 s), as for a job scheduled ahead.

@@ -16,7 +16,7 @@ import time
 from datetime import UTC, datetime
 
 from bench.common import summary, write_result
-from workflows.cronmath import next_slot_counted, parse, upcoming, zone
+from jobctl.workflows.cronmath import next_slot_counted, parse, upcoming, zone
 
 # (expression, zone, start): each start is a minute before a transition
 CASES = [

@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any
 
-from activities.registry import JobContext, handler
+from jobctl.activities.registry import JobContext, handler
 
 RECORDS_ENV = "BENCH_RECORDS"
 

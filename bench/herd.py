@@ -23,7 +23,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
 from bench.common import (
@@ -35,7 +34,8 @@ from bench.common import (
     wait_for_starts,
     write_result,
 )
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
 
 CALLERS = 50
 

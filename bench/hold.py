@@ -23,12 +23,12 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
 from bench.common import OURS_QUEUE, cpu_seconds, rss_mib, side, summary, write_result
-from starter import operations
-from starter.dev.devserver import DevServer
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.starter.dev.devserver import DevServer
 
 CALLERS = 64
 SETTLE_SECONDS = 30

@@ -25,7 +25,7 @@ from temporalio.client import Client
 
 from bench import actions
 from bench.common import Workers, side
-from starter.dev.devserver import DevServer, free_port
+from jobctl.starter.dev.devserver import DevServer, free_port
 
 NAMESPACE = "default"
 HEARTBEATS = {"RecordActivityTaskHeartbeat", "RecordActivityTaskHeartbeatById"}

@@ -51,7 +51,7 @@ from bench.common import (
     wait_for_starts,
 )
 from bench.handlers import RECORDS_ENV, note_start
-from starter.dev.devserver import die_with_parent, free_port
+from jobctl.starter.dev.devserver import die_with_parent, free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PG_USER = "nobody"  # initdb and postgres refuse to run as root; used only when we are root

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Workers, gather_limited, percentile, side, write_result
-from starter.dev.devserver import DevServer
-from starter.jobsclient import JobsClient
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.starter.jobsclient import JobsClient
 
 QUEUE = "bench-jobs"  # bench.common's worker queue
 OFF = {"matching.useNewMatcher": False, "matching.enableFairness": False}

@@ -23,11 +23,11 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
 from bench.common import OURS_QUEUE, gather_limited, side, start_api, write_result
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
 
 KINDS = ("client", "api", "raw", "bulk-client", "bulk-api")
 

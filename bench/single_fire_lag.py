@@ -24,12 +24,12 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.registry import load_handlers
 from bench.common import fresh_server, summary, write_result
 from bench.handlers import RECORDS_ENV
-from starter import operations
-from worker import WorkerSettings, build_worker
-from workflows.models import JobReport
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.worker import WorkerSettings, build_worker
+from jobctl.workflows.models import JobReport
 
 CRON = "*/3 * * * * *"
 

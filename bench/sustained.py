@@ -34,7 +34,6 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.registry import load_handlers
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob, baseline_worker
 from bench.common import (
@@ -50,8 +49,9 @@ from bench.common import (
 from bench.handlers import RECORDS_ENV
 from bench.phases import event_gaps, steady_sample
 from bench.phases import show as show_phases
-from starter import operations
-from worker import WorkerSettings, build_worker
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.worker import WorkerSettings, build_worker
 
 DUE_IN = timedelta(seconds=1)
 

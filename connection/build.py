@@ -29,9 +29,9 @@ from pathlib import Path
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-import workflows
-from workflows import names
-from workflows.models import BUILD_IDS
+from jobctl import workflows
+from jobctl.workflows import names
+from jobctl.workflows.models import BUILD_IDS
 
 BUILD_PREFIX = "jobs-"
 DIGEST_CHARS = 16

@@ -35,10 +35,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig, ClientConfigProfile
 
-from connection import tracing
-from connection.codec import codec_from_env
-from connection.errors import NotServing, SpecError, TemporalUnavailable
-from workflows import names
+from jobctl.connection import tracing
+from jobctl.connection.codec import codec_from_env
+from jobctl.connection.errors import NotServing, SpecError, TemporalUnavailable
+from jobctl.workflows import names
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"

@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from connection.errors import JobsError, SpecError
+from jobctl.connection.errors import JobsError, SpecError
 
 KEY_ENV = "JOBS_ENCRYPTION_KEY"
 KEY_FILE_ENV = "JOBS_ENCRYPTION_KEY_FILE"

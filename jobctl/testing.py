@@ -37,13 +37,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.context import HandlerRegistry, JobContext
-from activities.registry import load_handlers
-from starter.dev.binaries import test_server
-from starter.jobsclient import JobHandle, JobsClient
-from starter.jobsclient.handle import SETTLED
-from worker import WorkerSettings, build_worker
-from workflows.models import BUILD_IDS, SEARCH_ATTRIBUTES, JobReport, JobStatus
+from jobctl.activities.context import HandlerRegistry, JobContext
+from jobctl.activities.registry import load_handlers
+from jobctl.starter.dev.binaries import test_server
+from jobctl.starter.jobsclient import JobHandle, JobsClient
+from jobctl.starter.jobsclient.handle import SETTLED
+from jobctl.worker import WorkerSettings, build_worker
+from jobctl.workflows.models import BUILD_IDS, SEARCH_ATTRIBUTES, JobReport, JobStatus
 
 __all__ = ["HandlerCall", "JobTestEnv", "job_test_env", "jobs_env", "register_search_attributes"]
 

@@ -23,14 +23,14 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
-from starter.operations.controls import require_open
-from starter.operations.pagetokens import encode_token, readable_token
-from starter.operations.readback import describe
-from starter.operations.rpc import finished_meanwhile, temporal_errors
-from starter.operations.validation import check_note
-from workflows import names
-from workflows.models import (
+from jobctl.starter.errors import InvalidTransition, SpecError, TemporalUnavailable
+from jobctl.starter.operations.controls import require_open
+from jobctl.starter.operations.pagetokens import encode_token, readable_token
+from jobctl.starter.operations.readback import describe
+from jobctl.starter.operations.rpc import finished_meanwhile, temporal_errors
+from jobctl.starter.operations.validation import check_note
+from jobctl.workflows import names
+from jobctl.workflows.models import (
     HANDLER_PATTERN,
     JOB_HANDLER,
     JOB_NAME,

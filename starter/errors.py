@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from connection.errors import JobsError, SpecError, TemporalUnavailable
+from jobctl.connection.errors import JobsError, SpecError, TemporalUnavailable
 
 __all__ = [
     "InvalidTransition",

@@ -22,10 +22,10 @@ from temporalio.client import (
     WorkflowHistoryEventFilterType,
 )
 
-from workflows import names
-from workflows.cron_rules import next_run_from_memo
-from workflows.job_rules import budget_of_policy
-from workflows.jobstatus import (
+from jobctl.workflows import names
+from jobctl.workflows.cron_rules import next_run_from_memo
+from jobctl.workflows.job_rules import budget_of_policy
+from jobctl.workflows.jobstatus import (
     AttemptFacts,
     Execution,
     Facts,
@@ -34,7 +34,7 @@ from workflows.jobstatus import (
     public_status,
     ran_at,
 )
-from workflows.models import JOB_RUN_AT, JOB_STATUS, HeartbeatState, JobReport, JobStatus
+from jobctl.workflows.models import JOB_RUN_AT, JOB_STATUS, HeartbeatState, JobReport, JobStatus
 
 # Statuses whose jobs are still open: visibility cannot tell them apart, describe does.
 IN_FLIGHT = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.RETRYING)

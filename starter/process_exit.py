@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
-from connection import tracing
-from starter.errors import JobsError
+from jobctl.connection import tracing
+from jobctl.starter.errors import JobsError
 
 
 def exit_now(code: int) -> NoReturn:

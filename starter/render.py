@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from workflows import cronmath
-from workflows.durations import format_duration
-from workflows.jobstatus import current_attempt, last_attempt, ran_at
-from workflows.models import AuditEntry, CronReport, JobReport, JobStatus
+from jobctl.workflows import cronmath
+from jobctl.workflows.durations import format_duration
+from jobctl.workflows.jobstatus import current_attempt, last_attempt, ran_at
+from jobctl.workflows.models import AuditEntry, CronReport, JobReport, JobStatus
 
 # Statuses of a job that has ended (a dead job waiting for requeue has not).
 ENDED = (JobStatus.DONE, JobStatus.CANCELLED, JobStatus.DISCARDED)

@@ -1,6 +1,6 @@
 """Requeue a dead job: give a job that used up its attempts a fresh attempt budget.
 
-    python -m starter.requeue_dead JOB_ID [--note "fixed the upstream outage"]
+    python -m jobctl.starter.requeue_dead JOB_ID [--note "fixed the upstream outage"]
 
 ``jobs dlq list`` shows the dead jobs. Connects like every ``jobs`` command.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from connection.client import connect
-from starter import dlq, operations
-from starter.process_exit import run_script
+from jobctl.connection.client import connect
+from jobctl.starter import dlq, operations
+from jobctl.starter.process_exit import run_script
 
 
 async def main(argv: list[str] | None = None) -> None:

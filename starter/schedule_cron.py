@@ -1,7 +1,7 @@
 """Schedule a cron job: run a handler on every slot of a cron expression.
 
-    python -m starter.schedule_cron                          # `log` every 5 minutes, UTC
-    python -m starter.schedule_cron --cron "0 9 * * MON-FRI" --tz Europe/Paris
+    python -m jobctl.starter.schedule_cron                          # `log` every 5 minutes, UTC
+    python -m jobctl.starter.schedule_cron --cron "0 9 * * MON-FRI" --tz Europe/Paris
 
 Connects like every ``jobs`` command (``TEMPORAL_ADDRESS``, ``TEMPORAL_PROFILE``...).
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from connection.client import connect
-from starter import operations
-from starter.process_exit import run_script
+from jobctl.connection.client import connect
+from jobctl.starter import operations
+from jobctl.starter.process_exit import run_script
 
 
 async def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,6 @@
 """Schedule a job from Python code: a one-shot in 5 seconds, its status, then its result.
 
-    python -m starter.schedule_from_python
+    python -m jobctl.starter.schedule_from_python
 
 Connects like every ``jobs`` command (``TEMPORAL_ADDRESS``, ``TEMPORAL_PROFILE``...) and
 needs a worker (``jobctl worker``, or ``jobctl dev``) to run the job.
@@ -8,8 +8,8 @@ needs a worker (``jobctl worker``, or ``jobctl dev``) to run the job.
 
 from __future__ import annotations
 
-from starter.jobsclient import JobsClient
-from starter.process_exit import run_script
+from jobctl import JobsClient
+from jobctl.starter.process_exit import run_script
 
 
 async def main() -> None:

@@ -1,9 +1,10 @@
 """Schedule a one-shot job: run a handler once, after a delay.
 
-    python -m starter.schedule_oneshot                 # the `log` handler, in 10 seconds
-    python -m starter.schedule_oneshot --in 2m --handler demo.sleep --payload '{"seconds": 3}'
+    python -m jobctl.starter.schedule_oneshot          # the `log` handler, in 10 seconds
+    python -m jobctl.starter.schedule_oneshot --in 2m --handler demo.sleep \
+        --payload '{"seconds": 3}'
 
-Connects like every ``jobs`` command (``TEMPORAL_ADDRESS``, ``TEMPORAL_PROFILE``...).
+Connects like every ``jobctl`` command (``TEMPORAL_ADDRESS``, ``TEMPORAL_PROFILE``...).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from connection.client import connect
-from starter import operations
-from starter.process_exit import run_script
+from jobctl.connection.client import connect
+from jobctl.starter import operations
+from jobctl.starter.process_exit import run_script
 
 
 async def main(argv: list[str] | None = None) -> None:

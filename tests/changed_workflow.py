@@ -9,7 +9,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.models import JobReport, JobSpec
+    from jobctl.workflows.models import JobReport, JobSpec
 
 
 @workflow.defn(name="JobWorkflow")

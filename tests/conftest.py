@@ -25,9 +25,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from jobctl.starter.dev.binaries import test_server
+from jobctl.starter.dev.devserver import DevServer
 from jobctl.testing import register_search_attributes
-from starter.dev.binaries import test_server
-from starter.dev.devserver import DevServer
 from tests.helpers.api import Stack
 from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.drills import FULL, ROWS_ENV, drill_rows, render_report

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from activities.registry import JobContext, PermanentError, handler
+from jobctl.activities.registry import JobContext, PermanentError, handler
 
 
 def _append(path: Path, line: dict[str, Any]) -> None:
@@ -194,7 +194,7 @@ async def gc_state(ctx: JobContext) -> dict[str, Any]:
     import asyncio
     import gc
 
-    from activities.gc_pause import OLD_COLLECTIONS
+    from jobctl.activities.gc_pause import OLD_COLLECTIONS
 
     def state() -> dict[str, Any]:
         return {"open": OLD_COLLECTIONS.open, "thresholds": list(gc.get_threshold())}

@@ -20,12 +20,12 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.registry import load_handlers
 from bench.common import fresh_server
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.workflows import names
+from jobctl.workflows.models.concurrency import SemaphoreState, concurrency_workflow_id
 from tests.helpers.temporal import running_worker
-from workflows import names
-from workflows.models.concurrency import SemaphoreState, concurrency_workflow_id
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 QUEUE = "record-concurrency"

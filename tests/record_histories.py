@@ -25,14 +25,11 @@ from typing import Any
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 
-from activities.registry import load_handlers
 from bench.common import fresh_server
-from starter import operations
-from tests.helpers.cron import report
-from tests.helpers.poll import eventually
-from tests.helpers.temporal import running_worker
-from workflows.cron_workflow import CronJobWorkflow
-from workflows.models import (
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.workflows.cron_workflow import CronJobWorkflow
+from jobctl.workflows.models import (
     CronInput,
     CronReport,
     JobStatus,
@@ -40,8 +37,11 @@ from workflows.models import (
     WorkerHandlers,
     parse_spec,
 )
-from workflows.names import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID
-from workflows.registry_workflow import HandlerRegistryWorkflow
+from jobctl.workflows.names import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID
+from jobctl.workflows.registry_workflow import HandlerRegistryWorkflow
+from tests.helpers.cron import report
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import running_worker
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 QUEUE = "record-histories"

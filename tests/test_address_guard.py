@@ -7,7 +7,7 @@ import ipaddress
 import httpx
 import pytest
 
-from activities.address_guard import (
+from jobctl.activities.address_guard import (
     AllowList,
     DestinationRefused,
     check_addresses,
@@ -15,7 +15,7 @@ from activities.address_guard import (
     literal_address,
     refusal_reason,
 )
-from activities.registry import PermanentError
+from jobctl.activities.registry import PermanentError
 
 NONE = AllowList()
 

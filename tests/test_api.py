@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.api import create_app
-from starter.dev.devserver import DevServer, free_port
+from jobctl.starter.api import create_app
+from jobctl.starter.dev.devserver import DevServer, free_port
 from tests.helpers.api import Stack, new_id, wait_status
 from tests.helpers.poll import eventually_sync
 from tests.helpers.processes import JOBS, Api, cli_env

@@ -14,7 +14,7 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.testing import ActivityEnvironment
 
-from activities.attempt_outcome import (
+from jobctl.activities.attempt_outcome import (
     LOST_UNRECORDED,
     HandlerAborted,
     contained_async,
@@ -23,12 +23,10 @@ from activities.attempt_outcome import (
     previous_attempts,
     server_gives_up,
 )
-from activities.failure_size import MESSAGE_BYTES
-from activities.registry import JobContext
-from starter import operations
-from tests.helpers.poll import eventually
-from tests.helpers.temporal import end_singletons, running_worker
-from workflows.models import (
+from jobctl.activities.failure_size import MESSAGE_BYTES
+from jobctl.activities.registry import JobContext
+from jobctl.starter import operations
+from jobctl.workflows.models import (
     AttemptRecord,
     HeartbeatState,
     JobReport,
@@ -36,6 +34,8 @@ from workflows.models import (
     JobStatus,
     RunJobInput,
 )
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import end_singletons, running_worker
 
 NOT_EXCEPTIONS = [SystemExit(3), KeyboardInterrupt(), GeneratorExit("stray")]
 

@@ -15,15 +15,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from starter import dlq as dead_letters
-from starter import operations
+from jobctl.starter import dlq as dead_letters
+from jobctl.starter import operations
+from jobctl.workflows.models import JobStatus
 from tests.helpers.api import wait_status
 from tests.helpers.cli import jobs_here_blocking as ask
 from tests.helpers.cron import report as cron_report
 from tests.helpers.cron import start_cron
 from tests.helpers.processes import Api, Workers, jobs_json, wait_for_async
 from tests.helpers.temporal import running_worker
-from workflows.models import JobStatus
 
 pytestmark = pytest.mark.devserver
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from starter.dev.devserver import DevServer
+from jobctl.starter.dev.devserver import DevServer
 from tests.helpers.api import Stack
 from tests.helpers.poll import eventually_sync
 from tests.helpers.processes import Api, cli_env

@@ -21,14 +21,14 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError
 
-from activities.registry import load_handlers
-from connection import build
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.connection import build
+from jobctl.starter import operations
+from jobctl.workflows import cronmath, names
+from jobctl.workflows.job_rules import start_search_attributes
+from jobctl.workflows.models import BUILD_IDS, JOB_NAME, JobReport, JobStatus
 from tests.helpers.metered import Lab, metered_lab
 from tests.helpers.poll import eventually
-from workflows import cronmath, names
-from workflows.job_rules import start_search_attributes
-from workflows.models import BUILD_IDS, JOB_NAME, JobReport, JobStatus
 
 HANDLERS = load_handlers("tests.handlers").names()
 # Refused at start by this server ("attribute can't be set in SearchAttributes").

@@ -18,13 +18,13 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from starter import operations
-from starter.api import create_app
-from starter.errors import JobExists, JobNotFound, SpecError
+from jobctl.starter import operations
+from jobctl.starter.api import create_app
+from jobctl.starter.errors import JobExists, JobNotFound, SpecError
+from jobctl.workflows.models import JOB_RUN_AT
 from tests.helpers.poll import eventually
 from tests.helpers.processes import JOBS, cli_env
 from tests.hostile.common import Started, assert_nothing_started, started_count, started_since
-from workflows.models import JOB_RUN_AT
 
 pytestmark = pytest.mark.devserver
 

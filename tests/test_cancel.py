@@ -17,16 +17,16 @@ import pytest
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
-from activities.registry import load_handlers
-from starter import operations
-from starter.board import Snapshot
-from starter.errors import SpecError
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.starter.board import Snapshot
+from jobctl.starter.errors import SpecError
+from jobctl.worker import WorkerSettings
+from jobctl.workflows.models import JobReport, JobStatus
 from tests.helpers.drills import read_records
 from tests.helpers.jobs import job_report
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers, jobs
-from worker import WorkerSettings
-from workflows.models import JobReport, JobStatus
 
 pytestmark = pytest.mark.devserver
 HANDLERS = load_handlers("tests.handlers").names()

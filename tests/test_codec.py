@@ -20,8 +20,8 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from connection.client import connect, connect_options
-from connection.codec import (
+from jobctl.connection.client import connect, connect_options
+from jobctl.connection.codec import (
     ENCODING,
     KEY_ENV,
     KEY_FILE_ENV,
@@ -33,14 +33,14 @@ from connection.codec import (
     new_key,
     parse_keys,
 )
-from starter import operations
-from starter.api import create_app
-from starter.dev.devserver import DevServer
-from starter.errors import SpecError
+from jobctl.starter import operations
+from jobctl.starter.api import create_app
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.starter.errors import SpecError
+from jobctl.workflows.models import JobReport
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Api, Workers, cli_env, jobs
 from tests.helpers.temporal import end_singletons
-from workflows.models import JobReport
 
 KEY_A, KEY_B, KEY_C = new_key(), new_key(), new_key()
 SECRET = "s3cret-card-4111-1111-1111-1111"

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from starter.api import is_loopback
-from starter.dev.devserver import SERVER_DYNAMIC_CONFIG, search_attribute_flags
+from jobctl.starter.api import is_loopback
+from jobctl.starter.dev.devserver import SERVER_DYNAMIC_CONFIG, search_attribute_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -269,7 +269,20 @@ def dockerfile_problems(text: str) -> list[str]:
         image = rest.split()[0] if keyword == "FROM" and rest else ""
         if image and (":" not in image or image.endswith(":latest")):
             problems.append(f"FROM {image} is not pinned to a tag")
-    return problems
+    return problems + copy_problems(instructions)
+
+
+def copy_problems(instructions: list[tuple[str, str]]) -> list[str]:
+    """The build copies what the wheel is made of: jobctl/ and every folder it links in."""
+    copied = {
+        word.strip("./")
+        for keyword, rest in instructions
+        if keyword == "COPY"
+        for word in rest.split()[:-1]
+        if not word.startswith("--")
+    }
+    needed = {"jobctl", *(link.name for link in (ROOT / "jobctl").iterdir() if link.is_symlink())}
+    return [f"the build does not COPY {name}" for name in sorted(needed - copied)]
 
 
 CHECKS: dict[str, Callable[[Compose], list[str]]] = {
@@ -414,6 +427,9 @@ def test_the_api_token_rule_is_the_apis_own() -> None:
         ("USER 10001:10001", ""),
         ("FROM python:3.11-slim AS build", "FROM python AS build"),
         ("FROM python:3.11-slim\n", "FROM python:latest\n"),
+        ("COPY jobctl ./jobctl\n", ""),
+        ("COPY workflows ./workflows\n", ""),
+        ("README.md worker.py ./", "README.md ./"),
     ],
 )
 def test_each_dockerfile_check_can_fail(old: str, new: str) -> None:

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
-from activities.registry import load_handlers
 from bench.actions import tally
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.workflows import names
+from jobctl.workflows.models import JobReport, JobStatus
+from jobctl.workflows.models.concurrency import SemaphoreState, concurrency_workflow_id
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import running_worker
-from workflows import names
-from workflows.models import JobReport, JobStatus
-from workflows.models.concurrency import SemaphoreState, concurrency_workflow_id
 
 pytestmark = pytest.mark.devserver
 

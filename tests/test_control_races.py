@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.errors import InvalidTransition
-from starter.operations.controls import _control
+from jobctl.starter.errors import InvalidTransition
+from jobctl.starter.operations.controls import _control
 
 
 def refused(message: str, status: RPCStatusCode) -> RPCError:

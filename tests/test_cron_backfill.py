@@ -17,17 +17,17 @@ import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from starter import operations
-from starter.api import create_app
-from starter.errors import InvalidTransition, SpecError
+from jobctl.starter import operations
+from jobctl.starter.api import create_app
+from jobctl.starter.errors import InvalidTransition, SpecError
+from jobctl.workflows import cronmath, names
+from jobctl.workflows.cron_rules import MAX_BACKFILL_SLOTS, MAX_QUEUED_BACKFILLS, backfill_slots
+from jobctl.workflows.models import CronReport, JobStatus, parse_spec
+from jobctl.workflows.models.cron import BackfillAnswer, BackfillRequest
 from tests.helpers.cron import report, time_skipping_lead
 from tests.helpers.poll import eventually
 from tests.helpers.processes import jobs
 from tests.helpers.temporal import end_singletons, running_worker
-from workflows import cronmath, names
-from workflows.cron_rules import MAX_BACKFILL_SLOTS, MAX_QUEUED_BACKFILLS, backfill_slots
-from workflows.models import CronReport, JobStatus, parse_spec
-from workflows.models.cron import BackfillAnswer, BackfillRequest
 
 HOUR = timedelta(hours=1)
 

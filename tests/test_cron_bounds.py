@@ -15,15 +15,15 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from starter import operations
-from starter.errors import SpecError
+from jobctl.starter import operations
+from jobctl.starter.errors import SpecError
+from jobctl.workflows import cronmath
+from jobctl.workflows.cron_rules import cron_memo, next_run_from_memo
+from jobctl.workflows.cronmath import DstGap, DstRepeat
+from jobctl.workflows.models import CronReport, JobSpec, JobStatus, parse_spec
 from tests.helpers.cron import report, time_skipping_lead
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import running_worker
-from workflows import cronmath
-from workflows.cron_rules import cron_memo, next_run_from_memo
-from workflows.cronmath import DstGap, DstRepeat
-from workflows.models import CronReport, JobSpec, JobStatus, parse_spec
 
 HOUR = timedelta(hours=1)
 

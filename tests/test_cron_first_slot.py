@@ -16,14 +16,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from starter import operations
+from jobctl.starter import operations
+from jobctl.workflows import cronmath
+from jobctl.workflows.cron_workflow import CronJobWorkflow
+from jobctl.workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
+from jobctl.workflows.names import MEMO_SCHEDULE, PATCH_SLOTS_FROM_START
 from tests.helpers.cron import report, settle, time_skipping_lead
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import assert_replays, running_worker
-from workflows import cronmath
-from workflows.cron_workflow import CronJobWorkflow
-from workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
-from workflows.names import MEMO_SCHEDULE, PATCH_SLOTS_FROM_START
 
 GRID = timedelta(seconds=5)
 

@@ -16,13 +16,13 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 
-from starter import operations
-from starter.errors import InvalidTransition
+from jobctl.starter import operations
+from jobctl.starter.errors import InvalidTransition
+from jobctl.workflows import cronmath, names
+from jobctl.workflows.models import CONTROL_CUTOFF, CronReport, CronUpdate, JobReport, JobStatus
 from tests.helpers.cron import report, settle, slots_longer_than_the_interval, start_cron
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import assert_replays, end_singletons, running_worker
-from workflows import cronmath, names
-from workflows.models import CONTROL_CUTOFF, CronReport, CronUpdate, JobReport, JobStatus
 
 E = EventType
 AHEAD = CONTROL_CUTOFF  # cron_rules.start_ahead with the default dispatch_lead (30 s)

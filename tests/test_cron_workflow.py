@@ -16,15 +16,15 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from starter import operations
-from starter.errors import InvalidTransition
+from jobctl.starter import operations
+from jobctl.starter.errors import InvalidTransition
+from jobctl.workflows import cronmath
+from jobctl.workflows.cron_workflow import CronJobWorkflow
+from jobctl.workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
 from tests.helpers.cron import report, settle, start_cron
 from tests.helpers.jobs import HANDLERS
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
-from workflows import cronmath
-from workflows.cron_workflow import CronJobWorkflow
-from workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
 
 
 def next_instants(cron: CronReport) -> list[datetime]:

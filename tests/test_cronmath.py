@@ -12,8 +12,7 @@ from croniter import CroniterError, croniter
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.cronexpr import accepted, expressions
-from workflows.cronmath import (
+from jobctl.workflows.cronmath import (
     MAX_GAP_DAYS,
     CronError,
     matches,
@@ -22,6 +21,7 @@ from workflows.cronmath import (
     parse,
     upcoming,
 )
+from tests.helpers.cronexpr import accepted, expressions
 
 NY, BERLIN, LORD_HOWE = (
     ZoneInfo(z) for z in ("America/New_York", "Europe/Berlin", "Australia/Lord_Howe")

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobctl.workflows.cronmath import next_slot, next_slot_counted, parse
 from tests.helpers.cronexpr import accepted, expressions
 from tests.helpers.cronoracle import (
     MINUTE_CRONS,
@@ -24,7 +25,6 @@ from tests.helpers.cronoracle import (
     WORK_ZONES,
     brute_force_slots,
 )
-from workflows.cronmath import next_slot, next_slot_counted, parse
 
 
 def _crosses(zone: ZoneInfo, transition: datetime) -> None:

@@ -11,13 +11,13 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.notify import WEBHOOK_ENV
-from starter import dlq
+from jobctl.activities.notify import WEBHOOK_ENV
+from jobctl.starter import dlq
+from jobctl.workflows.names import DLQ_WORKFLOW_ID, NOTIFY_DEAD_JOBS
 from tests.helpers.dlq import POISON_ONCE, dlq_log, wait_for_log
 from tests.helpers.httpserver import serve
 from tests.helpers.jobs import finished, submit
 from tests.helpers.temporal import running_worker
-from workflows.names import DLQ_WORKFLOW_ID, NOTIFY_DEAD_JOBS
 
 # A handler that fails every attempt, retried: the round ends by running out of attempts.
 EXHAUSTED: dict[str, Any] = {

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 
-from starter.dev import devserver
-from starter.dev.devserver import DevServer, ServerExited
+from jobctl.starter.dev import devserver
+from jobctl.starter.dev.devserver import DevServer, ServerExited
 
 pytestmark = pytest.mark.devserver
 

@@ -17,17 +17,17 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.registry import load_handlers
-from starter import jobviews, operations
-from starter.errors import InvalidTransition
-from starter.operations import starting
-from starter.operations.wakeplan import WakePlan
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import jobviews, operations
+from jobctl.starter.errors import InvalidTransition
+from jobctl.starter.operations import starting
+from jobctl.starter.operations.wakeplan import WakePlan
+from jobctl.workflows.models import JobStatus
+from jobctl.workflows.prestart_check import pause_cutoff
 from tests.helpers.drills import Tally, read_records, wait_for_records
 from tests.helpers.jobs import job_report
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers
-from workflows.models import JobStatus
-from workflows.prestart_check import pause_cutoff
 
 pytestmark = pytest.mark.devserver
 HANDLERS = load_handlers("tests.handlers").names()

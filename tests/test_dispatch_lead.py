@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.registry import load_handlers
-from starter import operations
-from starter.operations import starting
-from starter.operations.wakeplan import (
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.starter.operations import starting
+from jobctl.starter.operations.wakeplan import (
     DEFAULT_WAKE_RATE,
     MAX_AUTO_LEAD,
     MIN_DISPATCH_LEAD,
@@ -35,10 +35,10 @@ from starter.operations.wakeplan import (
     pick_lead,
     wake_rate,
 )
+from jobctl.workflows.models import JobSpec
 from tests.helpers.drills import wait_for_records
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers
-from workflows.models import JobSpec
 
 RUN_AT = 1_900_000_000.0  # epoch seconds, a whole second
 DEFAULT_LEAD = 30.0

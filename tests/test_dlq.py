@@ -9,15 +9,15 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.notify import WEBHOOK_ENV
-from starter import dlq
+from jobctl.activities.notify import WEBHOOK_ENV
+from jobctl.starter import dlq
+from jobctl.workflows.models import JOB_STATUS, DeadEntry, JobStatus
+from jobctl.workflows.names import DLQ_WORKFLOW_ID
 from tests.helpers.dlq import POISON_ONCE, dlq_log, wait_for_log
 from tests.helpers.httpserver import serve
 from tests.helpers.jobs import finished, submit, wait_for_status
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import running_worker
-from workflows.models import JOB_STATUS, DeadEntry, JobStatus
-from workflows.names import DLQ_WORKFLOW_ID
 
 
 @pytest.fixture(autouse=True)

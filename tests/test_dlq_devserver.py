@@ -16,9 +16,12 @@ from temporalio.api.query.v1 import WorkflowQuery
 from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
 from temporalio.client import Client, WorkflowHandle
 
-from activities.registry import load_handlers
-from starter import dlq, operations
-from starter.dev.devserver import DevServer
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import dlq, operations
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.workflows.backoff import retry_delay_bounds
+from jobctl.workflows.models import DlqState, JobStatus
+from jobctl.workflows.names import DLQ_WORKFLOW_ID
 from tests.helpers.cli import jobs_here_blocking as ask
 from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.poll import eventually
@@ -31,9 +34,6 @@ from tests.helpers.processes import (
     wait_for_async,
 )
 from tests.helpers.temporal import running_worker
-from workflows.backoff import retry_delay_bounds
-from workflows.models import DlqState, JobStatus
-from workflows.names import DLQ_WORKFLOW_ID
 
 # A server of this module's own: these tests list every dead job, so the dead jobs other
 # modules leave on the session's server must not be there.

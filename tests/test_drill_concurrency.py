@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.registry import load_handlers
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
 from tests.helpers.drills import DrillRow, Tally, add_row, read_records, wait_for_records
 from tests.helpers.poll import eventually_sync
 from tests.helpers.processes import Workers

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from starter.dev.devserver import free_port
+from jobctl.starter.dev.devserver import free_port
 from tests.helpers.drills import DrillRow, Tally, add_row, read_records, wait_for_records
 from tests.helpers.processes import JOBS, Workers, cli_env, jobs, jobs_json, wait_for
 from tests.helpers.sqlite_fixtures import sqlite_dev_client, sqlite_dev_server  # noqa: F401

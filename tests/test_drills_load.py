@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.registry import load_handlers
-from starter import operations
-from starter.dev.devserver import DevServer
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.workflows.backoff import retry_delay_bounds
+from jobctl.workflows.models import JobReport, JobStatus
 from tests.helpers.drills import DrillRow, Tally, add_row, read_records, size, wait_for_records
 from tests.helpers.httpserver import serve
 from tests.helpers.processes import Workers, cli_env
 from tests.helpers.sqlite_fixtures import sqlite_dev_client, sqlite_dev_server  # noqa: F401
-from workflows.backoff import retry_delay_bounds
-from workflows.models import JobReport, JobStatus
 
 # Minutes by design (hundreds of jobs through kills and restarts; more at full size).
 pytestmark = [

@@ -23,8 +23,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from starter import operations, render
-from starter.errors import SpecError
+from jobctl.starter import operations, render
+from jobctl.starter.errors import SpecError
+from jobctl.workflows.cronmath import (
+    DstGap,
+    DstRepeat,
+    SkippedByGapError,
+    next_slot,
+    next_slot_counted,
+    parse,
+    upcoming,
+)
+from jobctl.workflows.models import CronReport
 from tests.helpers.cronexpr import accepted, expressions
 from tests.helpers.cronoracle import (
     MINUTE_CRONS,
@@ -35,16 +45,6 @@ from tests.helpers.cronoracle import (
     wall_matcher,
 )
 from tests.helpers.processes import jobs
-from workflows.cronmath import (
-    DstGap,
-    DstRepeat,
-    SkippedByGapError,
-    next_slot,
-    next_slot_counted,
-    parse,
-    upcoming,
-)
-from workflows.models import CronReport
 
 POLICIES: list[tuple[DstGap, DstRepeat | None]] = [
     (gap, repeat) for gap in ("shift", "skip") for repeat in ("first", "last", "both", None)

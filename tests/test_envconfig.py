@@ -16,8 +16,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
-from connection import client as client_module
-from connection.client import (
+from jobctl.connection import client as client_module
+from jobctl.connection.client import (
     DEFAULT_ADDRESS,
     DEFAULT_NAMESPACE,
     config_file,
@@ -25,7 +25,7 @@ from connection.client import (
     connect_options,
     temporal_address,
 )
-from starter.errors import SpecError, TemporalUnavailable
+from jobctl.starter.errors import SpecError, TemporalUnavailable
 
 TWO_PROFILES = """
 [profile.default]

@@ -22,7 +22,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from activities.failure_size import (
+from bench.meter import MeteredServer
+from jobctl.activities.failure_size import (
     FAILURE_BUDGET,
     MAX_CAUSES,
     MESSAGE_BYTES,
@@ -33,12 +34,11 @@ from activities.failure_size import (
     handler_failure,
     size_without_details,
 )
-from activities.registry import HandlerRegistry, JobContext, PermanentError, load_handlers
-from bench.meter import MeteredServer
-from starter import operations
+from jobctl.activities.registry import HandlerRegistry, JobContext, PermanentError, load_handlers
+from jobctl.starter import operations
+from jobctl.worker import WorkerSettings, build_worker
+from jobctl.workflows.models import AttemptRecord, HeartbeatState, JobReport, JobStatus
 from tests.helpers.temporal import end_singletons
-from worker import WorkerSettings, build_worker
-from workflows.models import AttemptRecord, HeartbeatState, JobReport, JobStatus
 
 SERVER_REPLACEMENT = "Failure exceeds size limit."
 HUGE = 1_000_000

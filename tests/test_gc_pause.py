@@ -14,13 +14,19 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.gc_pause import DEFERRED, MAX_DEFER, OLD_COLLECTIONS, OldCollections, StartWindow
-from activities.registry import load_handlers
-from starter import operations
+from jobctl.activities.gc_pause import (
+    DEFERRED,
+    MAX_DEFER,
+    OLD_COLLECTIONS,
+    OldCollections,
+    StartWindow,
+)
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.worker import WorkerSettings, build_worker
+from jobctl.workflows.models import JobReport, JobStatus
 from tests.helpers.jobs import job_report
 from tests.helpers.poll import eventually
-from worker import WorkerSettings, build_worker
-from workflows.models import JobReport, JobStatus
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,8 @@ import uuid
 
 from temporalio.client import Client
 
-from starter import operations
-from starter.operations import handler_watch
+from jobctl.starter import operations
+from jobctl.starter.operations import handler_watch
 from tests.helpers.poll import eventually
 from tests.test_handler_routing import PLUGIN, worker_of
 

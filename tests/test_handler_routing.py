@@ -18,13 +18,13 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.context import HandlerRegistry
-from activities.registry import load_handlers
-from connection.client import connect
-from starter import operations
+from jobctl.activities.context import HandlerRegistry
+from jobctl.activities.registry import load_handlers
+from jobctl.connection.client import connect
+from jobctl.starter import operations
+from jobctl.worker import WorkerSettings, build_worker, publish_handlers
+from jobctl.workflows.models import JobStatus
 from tests.helpers.poll import eventually
-from worker import WorkerSettings, build_worker, publish_handlers
-from workflows.models import JobStatus
 
 PLUGIN = "test.record"  # served by the "plugin" worker only
 

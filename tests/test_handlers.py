@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from jobctl.workflows.models import JobStatus
 from tests.helpers.httpserver import serve
 from tests.helpers.jobs import finished, submit, wait_for_status
 from tests.helpers.temporal import running_worker
-from workflows.models import JobStatus
 
 
 @pytest.fixture(autouse=True)

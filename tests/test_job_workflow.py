@@ -8,12 +8,12 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from starter import operations
-from starter.errors import InvalidTransition
+from jobctl.starter import operations
+from jobctl.starter.errors import InvalidTransition
+from jobctl.workflows.backoff import retry_delay_bounds
+from jobctl.workflows.models import JobStatus
 from tests.helpers.jobs import finished, submit, wait_for_status
 from tests.helpers.temporal import running_worker
-from workflows.backoff import retry_delay_bounds
-from workflows.models import JobStatus
 
 
 async def test_job_due_in_three_hours_runs_at_its_time_and_not_before(

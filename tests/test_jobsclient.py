@@ -16,9 +16,9 @@ import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from starter import errors, operations
-from starter.dev.devserver import DevServer
-from starter.jobsclient import (
+from jobctl.starter import errors, operations
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.starter.jobsclient import (
     EXIT_CODES,
     InvalidTransition,
     JobExists,
@@ -31,6 +31,7 @@ from starter.jobsclient import (
     SyncJobsClient,
     TemporalUnavailable,
 )
+from jobctl.workflows.models import CronReport, JobReport
 from tests.helpers.poll import eventually
 from tests.helpers.processes import ROOT, cli_env
 from tests.helpers.temporal import end_singletons, running_worker
@@ -40,7 +41,6 @@ from tests.hostile.common import (
     normal_job_completes,
     started_count,
 )
-from workflows.models import CronReport, JobReport
 
 pytestmark = pytest.mark.devserver
 
@@ -475,7 +475,7 @@ async def test_example_script(dev_server: DevServer, jobs: JobsClient, queue: st
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "starter.schedule_from_python",
+        "jobctl.starter.schedule_from_python",
         env=cli_env(dev_server.address, queue),
         cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from starter.render import status_line, time_line
-from workflows.jobstatus import (
+from jobctl.starter.render import status_line, time_line
+from jobctl.workflows.jobstatus import (
     AttemptFacts,
     Facts,
     JobView,
@@ -17,7 +17,7 @@ from workflows.jobstatus import (
     last_attempt,
     public_status,
 )
-from workflows.models import AttemptRecord, JobStatus
+from jobctl.workflows.models import AttemptRecord, JobStatus
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AHEAD = NOW + timedelta(minutes=5)

@@ -15,22 +15,22 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities import metrics
+from jobctl.activities import metrics
+from jobctl.starter import dlq, operations
+from jobctl.starter.dev import binaries
+from jobctl.starter.dev.devserver import free_port
 from jobctl.testing import register_search_attributes
-from starter import dlq, operations
-from starter.dev import binaries
-from starter.dev.devserver import free_port
+from jobctl.workflows.cron_rules import next_run_from_memo
+from jobctl.workflows.models import CronReport, CronUpdate, JobStatus
+from jobctl.workflows.names import DLQ_WORKFLOW_ID
+from jobctl.workflows.names import MEMO_SCHEDULE as CRON_MEMO_KEY
+from jobctl.workflows.names import MEMO_SLOT_END as SLOT_END_MEMO_KEY
 from tests.helpers.cron import report, settle, slots_longer_than_the_interval, start_cron
 from tests.helpers.dlq import POISON_ONCE, wait_for_log
 from tests.helpers.jobs import finished, submit, wait_for_status
 from tests.helpers.poll import eventually
 from tests.helpers.prometheus import parse, scrape, total
 from tests.helpers.temporal import end_singletons, running_worker
-from workflows.cron_rules import next_run_from_memo
-from workflows.models import CronReport, CronUpdate, JobStatus
-from workflows.names import DLQ_WORKFLOW_ID
-from workflows.names import MEMO_SCHEDULE as CRON_MEMO_KEY
-from workflows.names import MEMO_SLOT_END as SLOT_END_MEMO_KEY
 
 E = EventType
 

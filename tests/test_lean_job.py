@@ -24,12 +24,12 @@ import pytest
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
-from activities.registry import load_handlers
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.workflows.models import JOB_STATUS, JobReport, JobStatus
 from tests.helpers.metered import Lab, metered_lab
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import assert_replays
-from workflows.models import JOB_STATUS, JobReport, JobStatus
 
 pytestmark = pytest.mark.devserver
 HANDLERS = load_handlers("tests.handlers").names()

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities import metrics
-from activities.registry import load_handlers
-from starter import operations
-from starter.dev.devserver import free_port
+from jobctl.activities import metrics
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.starter.dev.devserver import free_port
+from jobctl.workflows.models import JobStatus
+from jobctl.workflows.names import handler_task_queue
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers, jobs
 from tests.helpers.prometheus import parse, scrape, total
-from workflows.models import JobStatus
-from workflows.names import handler_task_queue
 
 pytestmark = [
     pytest.mark.devserver,

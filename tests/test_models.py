@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from starter.errors import SpecError
-from workflows.backoff import base_delay, next_retry, retry_delay, retry_delay_bounds
-from workflows.durations import format_duration, parse_duration
-from workflows.models import JobSpec, parse_spec
+from jobctl.starter.errors import SpecError
+from jobctl.workflows.backoff import base_delay, next_retry, retry_delay, retry_delay_bounds
+from jobctl.workflows.durations import format_duration, parse_duration
+from jobctl.workflows.models import JobSpec, parse_spec
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -7,10 +7,9 @@
   venv's site-packages (``--system-site-packages`` would add the base interpreter's, which
   has none of our dependencies).
 * A name registered by two modules stops the worker at start-up, naming both.
-* A Temporal app with its own top-level ``workflows`` / ``activities`` cannot share a process
-  with ours (one package per name): the worker refuses to start and says what to rename. The
-  same app with its packages inside its own (``myapp.workflows``) runs handlers in our worker
-  and calls our client from its own process.
+* A Temporal app with its packages inside its own (``myapp.workflows``) runs handlers in our
+  worker and calls our client from its own process (an app with top-level ``workflows`` and
+  the rest: tests/test_installed_package.py).
 """
 
 from __future__ import annotations
@@ -31,13 +30,13 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from starter import operations
-from starter.dev.devserver import DevServer, die_with_parent
-from starter.errors import SpecError
+from jobctl.starter import operations
+from jobctl.starter.dev.devserver import DevServer, die_with_parent
+from jobctl.starter.errors import SpecError
+from jobctl.workflows.models import JobReport
 from tests.helpers.poll import eventually
-from tests.helpers.processes import JOBS, ROOT, cli_env
+from tests.helpers.processes import JOBS, cli_env
 from tests.helpers.temporal import end_singletons
-from workflows.models import JobReport
 
 BACKEND = '''
 """A minimal PEP 517 backend: a pure wheel of the packages here, with [project]'s name,
@@ -97,7 +96,7 @@ billing = "billing_jobs.handlers"
 
 PLUGIN_HANDLERS = """
 from pydantic import BaseModel
-from activities.registry import JobContext, handler
+from jobctl.activities.registry import JobContext, handler
 
 
 class Charge(BaseModel):
@@ -110,7 +109,7 @@ def charge(ctx: JobContext[Charge]) -> dict:
 """
 
 DUPLICATE = """
-from activities.registry import handler
+from jobctl.activities.registry import handler
 
 
 @handler("billing.charge")
@@ -130,7 +129,7 @@ class GreetingWorkflow:
 """
 
 APP_JOBS = """
-from activities.registry import handler
+from jobctl import handler
 from {package}.greeting import GreetingWorkflow
 
 
@@ -178,7 +177,9 @@ def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert installed.returncode == 0, installed.stderr
     jobs = venv / "bin" / "jobs"  # what pip writes for our console script
-    jobs.write_text(f"#!{python}\nimport sys\nfrom starter.cli import main\nsys.exit(main())\n")
+    jobs.write_text(
+        f"#!{python}\nimport sys\nfrom jobctl.starter.cli import main\nsys.exit(main())\n"
+    )
     jobs.chmod(0o755)
     return venv
 
@@ -342,53 +343,14 @@ def temporal_app(base: Path, package: str) -> Path:
     return write(base, files)
 
 
-@pytest.mark.parametrize("ours_first", [False, True], ids=["theirs-first", "ours-first"])
-def test_a_top_level_workflows_package_stops_the_worker_saying_what_to_rename(
-    dev_server: DevServer, tmp_path: Path, ours_first: bool
-) -> None:
-    app = temporal_app(tmp_path, "workflows")
-    path = [str(ROOT), str(app)] if ours_first else [str(app), str(ROOT)]
-    env = clean_env(
-        dev_server.address,
-        "nowhere",
-        JOBS_HANDLER_MODULES="app_jobs",
-        PYTHONPATH=os.pathsep.join(path),
-    )
-    answer = subprocess.run(
-        [JOBS, "worker"], env=env, cwd=app, capture_output=True, text=True, timeout=60
-    )
-    # Ours first: the handler module's import meets the clash (a handler module error, exit
-    # 2); theirs first: the worker's own imports do, before any handler module loads.
-    assert answer.returncode == (2 if ours_first else 1), answer
-    assert "'workflows'" in answer.stderr and "Rename yours (e.g. " in answer.stderr
-    assert "'myapp_workflows'" in answer.stderr and "Traceback" not in answer.stderr
-
-
-def test_a_process_with_its_own_workflows_package_is_told_what_to_rename(tmp_path: Path) -> None:
-    """The app's own process (its root first on sys.path): the check our processes run."""
-    app = temporal_app(tmp_path, "workflows")
-    script = "from connection.ownpackages import require_own_packages\nrequire_own_packages()\n"
-    answer = subprocess.run(
-        [sys.executable, "-c", f"import workflows.greeting\n{script}"],
-        cwd=app,
-        env={**os.environ, "PYTHONPATH": ""},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert answer.returncode == 1
-    assert f"{app / 'workflows' / '__init__.py'}" in answer.stderr
-    assert "Rename yours (e.g. 'myapp_activities', 'myapp_workflows')" in answer.stderr
-
-
 CLIENT = """
 import asyncio, sys
 from datetime import UTC, datetime
 
 from myapp.workflows.greeting import GreetingWorkflow  # the app's own code
-from connection.client import connect
-from starter import operations
-from starter.process_exit import exit_now
+from jobctl.connection.client import connect
+from jobctl.starter import operations
+from jobctl.starter.process_exit import exit_now
 
 
 async def main() -> None:
@@ -414,7 +376,7 @@ async def test_an_app_with_nested_packages_runs_handlers_and_calls_the_client(
         dev_server.address,
         queue,
         JOBS_HANDLER_MODULES="myapp.app_jobs",
-        PYTHONPATH=os.pathsep.join([str(app), str(ROOT)]),
+        PYTHONPATH=str(app),
     )
     worker = Process([JOBS, "worker"], env, app, tmp_path / "worker.log")
     processes.append(worker)
@@ -425,7 +387,7 @@ async def test_an_app_with_nested_packages_runs_handlers_and_calls_the_client(
         subprocess.run,
         [sys.executable, "schedule_one.py", dev_server.address, queue, job_id],
         cwd=app,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": ""},
         capture_output=True,
         text=True,
         timeout=60,

@@ -29,14 +29,14 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.attempt_outcome import LOST_UNRECORDED
-from activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE
-from starter import operations
-from starter.dev.devserver import die_with_parent
+from jobctl.activities.attempt_outcome import LOST_UNRECORDED
+from jobctl.activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE
+from jobctl.starter import operations
+from jobctl.starter.dev.devserver import die_with_parent
+from jobctl.workflows.models import JobReport, JobStatus
 from tests.helpers.drills import DrillRow, add_row, read_records
 from tests.helpers.processes import JOBS, ROOT, Workers, jobs_json
 from tests.hostile.common import normal_job_completes
-from workflows.models import JobReport, JobStatus
 
 pytestmark = [pytest.mark.devserver, pytest.mark.drill, pytest.mark.timeout(300)]
 

@@ -9,8 +9,8 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workflows.models import CONTROL_CUTOFF
-from workflows.prestart_check import (
+from jobctl.workflows.models import CONTROL_CUTOFF
+from jobctl.workflows.prestart_check import (
     CHECK_MARGIN,
     CHECK_SHARE,
     GO_CHECK_AHEAD,

@@ -28,8 +28,8 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from starter.dev.devserver import DevServer
-from starter.jobsclient import JobsClient
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.starter.jobsclient import JobsClient
 from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers

@@ -8,10 +8,8 @@ is bound to an endpoint on 127.0.0.1 (tests never send traffic elsewhere)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import uuid
@@ -21,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from starter.dev.devserver import DevServer, free_port
+from jobctl.starter.dev.devserver import DevServer
 from tests.helpers.api import Stack
+from tests.helpers.demo import run_demo
 from tests.helpers.httpserver import serve
 from tests.helpers.poll import eventually_sync
 from tests.helpers.processes import ROOT, Workers, cli_env, jobs_json, wait_for, wait_until
@@ -254,9 +253,9 @@ def test_starter_script_lines_pasted_line_by_line(cli: dict[str, str], workers: 
     workers.start()
     lines = block_after("**Starter scripts.**")
     assert [line.split()[:3] for line in lines] == [
-        ["python", "-m", "starter.schedule_oneshot"],
-        ["python", "-m", "starter.schedule_cron"],
-        ["python", "-m", "starter.requeue_dead"],
+        ["python", "-m", "jobctl.starter.schedule_oneshot"],
+        ["python", "-m", "jobctl.starter.schedule_cron"],
+        ["python", "-m", "jobctl.starter.requeue_dead"],
     ]
     dead = poison(cli, "readme-dead")
     printed = [paste(line, cli, {"JOB_ID": dead}) for line in lines]
@@ -312,36 +311,5 @@ def test_scripts_demo_runs_the_stack_and_the_demo_settles(tmp_path: Path) -> Non
     script = (ROOT / "scripts" / "demo").read_text().splitlines()
     assert script[-1] == 'exec .venv/bin/jobs dev --demo "$@"'
     assert "bash scripts/demo" in block_after("## Two commands")[0]
-    ports = [str(free_port()) for _ in range(3)]
-    flags = ["--port", ports[0], "--ui-port", ports[1], "--api-port", ports[2]]
-    command = [str(BIN / "jobs"), "dev", "--demo", "--state-dir", str(tmp_path / "state"), *flags]
-    env = cli_env(f"localhost:{ports[0]}", "jobs")
-    stack = subprocess.Popen(
-        command,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    seen: list[str] = []
-    try:
-        assert stack.stdout is not None
-        for line in stack.stdout:
-            seen.append(line)
-            if line.startswith("[demo] in another shell: source .venv/bin/activate"):
-                break
-        final = {}
-        for line in seen:
-            match = re.match(r"\[demo\] (demo-\d+-\w+)\s+(\w+)\s+attempts=", line)
-            if match:
-                final[match.group(1).rsplit("-", 1)[1]] = match.group(2)
-        assert final.get("poison") == "dead" and final.get("flaky") == "done", "".join(seen)
-        stack.send_signal(signal.SIGINT)
-        assert stack.wait(timeout=60) == 0
-    finally:
-        if stack.poll() is None:
-            os.killpg(stack.pid, signal.SIGKILL)
-            stack.wait()
-        if stack.stdout is not None:
-            stack.stdout.close()
+    final = run_demo(BIN / "jobs", tmp_path / "state")
+    assert final.get("poison") == "dead" and final.get("flaky") == "done", final

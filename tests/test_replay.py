@@ -12,8 +12,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from jobctl.worker import WORKFLOWS, sandbox_runner
 from tests.changed_workflow import ChangedJobWorkflow
-from worker import WORKFLOWS, sandbox_runner
 
 pytestmark = pytest.mark.drill
 

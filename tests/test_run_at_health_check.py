@@ -9,8 +9,8 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 
-from activities.predispatch import FRESH_ANSWER, ServerLiveness, heard_by
-from activities.server_clock import ServerClock
+from jobctl.activities.predispatch import FRESH_ANSWER, ServerLiveness, heard_by
+from jobctl.activities.server_clock import ServerClock
 
 ROUND_TRIP = 0.02
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from activities import server_clock
-from activities.server_clock import CALIBRATION_WINDOW, ServerClock, ServerTimeline
+from jobctl.activities import server_clock
+from jobctl.activities.server_clock import CALIBRATION_WINDOW, ServerClock, ServerTimeline
 
 TRUE_OFFSET = 1_000_000.0  # server time = monotonic time + this (the test's "truth")
 

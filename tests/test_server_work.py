@@ -21,12 +21,12 @@ from datetime import UTC, datetime
 import pytest
 from temporalio.client import Client
 
-from activities.registry import load_handlers
 from bench.meter import Reading
-from starter import operations
-from starter.dev.devserver import SEARCH_ATTRIBUTE_CACHE_CONFIG
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.starter.dev.devserver import SEARCH_ATTRIBUTE_CACHE_CONFIG
+from jobctl.workflows.models import JobReport, JobStatus
 from tests.helpers.metered import Lab, metered_lab
-from workflows.models import JobReport, JobStatus
 
 HANDLERS = load_handlers("tests.handlers").names()
 PLAIN: list[Mapping[str, object]] = [{}, {}, {}]

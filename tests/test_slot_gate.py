@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from activities.slot_gate import SlotGate
-from starter.errors import SpecError
-from worker import WorkerSettings
+from jobctl.activities.slot_gate import SlotGate
+from jobctl.starter.errors import SpecError
+from jobctl.worker import WorkerSettings
 
 Waiter = tuple[str, int, str | None, float]  # name, priority, fairness key, weight
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from starter import operations
-from starter.dev.devserver import DevServer
+from jobctl.starter import operations
+from jobctl.starter.dev.devserver import DevServer
 from tests.helpers.drills import Tally, read_records
 from tests.helpers.jobs import HANDLERS
 from tests.helpers.poll import eventually

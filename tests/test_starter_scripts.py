@@ -1,4 +1,4 @@
-"""The starter scripts (``python -m starter.schedule_oneshot`` and friends) against the dev
+"""The starter scripts (``python -m jobctl.starter.schedule_oneshot`` and friends) against the dev
 server: each runs as its own process, the way the README shows it, and does its one thing."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.client import Client
 
-from starter import operations
-from starter.dev.devserver import DevServer
+from jobctl.starter import operations
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.workflows.models import CronReport, JobStatus
 from tests.helpers.poll import eventually
 from tests.helpers.processes import ROOT, Workers, cli_env
 from tests.helpers.temporal import end_singletons
-from workflows.models import CronReport, JobStatus
 
 pytestmark = pytest.mark.devserver
 
@@ -35,7 +35,7 @@ async def queue(
 
 
 def script(dev_server: DevServer, queue: str, module: str, *args: str) -> str:
-    """Run ``python -m starter.<module> *args``; its output (it must exit 0)."""
+    """Run ``python -m jobctl.starter.<module> *args``; its output (it must exit 0)."""
     done = subprocess.run(
         [sys.executable, "-m", f"starter.{module}", *args],
         env=cli_env(dev_server.address, queue),

@@ -14,14 +14,14 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.registry import load_handlers
-from activities.run_job import REPORT_HOLD
-from activities.slot_gate import SlotGate
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.activities.run_job import REPORT_HOLD
+from jobctl.activities.slot_gate import SlotGate
+from jobctl.starter import operations
+from jobctl.worker import WorkerSettings, build_worker
+from jobctl.workflows.models import JobStatus
 from tests.helpers.jobs import job_report
 from tests.helpers.poll import eventually
-from worker import WorkerSettings, build_worker
-from workflows.models import JobStatus
 
 HANDLERS = load_handlers("tests.handlers").names()
 

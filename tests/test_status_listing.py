@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from starter import dlq, operations, render
-from starter.board import Snapshot
-from starter.errors import InvalidTransition
-from starter.operations import readback
+from jobctl.starter import dlq, operations, render
+from jobctl.starter.board import Snapshot
+from jobctl.starter.errors import InvalidTransition
+from jobctl.starter.operations import readback
+from jobctl.workflows.job_rules import start_search_attributes
+from jobctl.workflows.job_workflow import JobWorkflow
+from jobctl.workflows.jobstatus import JobView
+from jobctl.workflows.models import JobStatus, parse_spec
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
-from workflows.job_rules import start_search_attributes
-from workflows.job_workflow import JobWorkflow
-from workflows.jobstatus import JobView
-from workflows.models import JobStatus, parse_spec
 
 pytestmark = pytest.mark.devserver
 HANDLERS = {"log", "demo.sleep"}

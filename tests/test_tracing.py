@@ -38,14 +38,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from connection import tracing
-from connection.client import connect
-from starter.api import create_app
-from starter.cli import cli
-from starter.dev.devserver import DevServer
+from jobctl.connection import tracing
+from jobctl.connection.client import connect
+from jobctl.starter.api import create_app
+from jobctl.starter.cli import cli
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.workflows.models import JobReport, JobStatus
 from tests.helpers.processes import ROOT, cli_env, jobs
 from tests.helpers.temporal import running_worker
-from workflows.models import JobReport, JobStatus
 
 SWITCHES = (
     tracing.OTLP_ENDPOINT_ENV,
@@ -153,8 +153,8 @@ async def test_tracing_off_connect_adds_no_interceptor(dev_server: DevServer) ->
 
 PROBE = """
 import asyncio, json, os, sys
-from connection import tracing
-from connection.client import connect
+from jobctl.connection import tracing
+from jobctl.connection.client import connect
 
 async def interceptors():
     client = await connect(sys.argv[1], "default")

@@ -21,12 +21,15 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.context import DuplicateHandler, HandlerRegistry, JobContext, PermanentError
-from starter import operations
-from starter.api import create_app
-from starter.dev.devserver import DevServer
-from starter.errors import SpecError
-from starter.operations.handlers import HandlerCatalog, catalog_of
+from jobctl.activities.context import DuplicateHandler, HandlerRegistry, JobContext, PermanentError
+from jobctl.starter import operations
+from jobctl.starter.api import create_app
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.starter.errors import SpecError
+from jobctl.starter.operations.handlers import HandlerCatalog, catalog_of
+from jobctl.workflows import inbox
+from jobctl.workflows.models import WorkerHandlers
+from jobctl.workflows.models.registry import MAX_SCHEMA, MAX_SCHEMAS
 from tests.handlers import record
 from tests.helpers.cli import jobs_here
 from tests.helpers.poll import eventually
@@ -34,9 +37,6 @@ from tests.helpers.processes import Workers, cli_env
 from tests.helpers.temporal import end_singletons
 from tests.hostile.common import assert_nothing_started, started_count
 from tests.typed_handlers import CHARGE, RECEIPT, ChargeRequest, charge
-from workflows import inbox
-from workflows.models import WorkerHandlers
-from workflows.models.registry import MAX_SCHEMA, MAX_SCHEMAS
 
 MODULES = "tests.handlers,tests.typed_handlers"
 GOOD = {"customer": "ada", "amount_cents": 200}

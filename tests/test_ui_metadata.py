@@ -17,13 +17,13 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHandle
 
-from activities.registry import load_handlers
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.workflows.models import CronReport, DlqLogLine, JobReport, JobStatus
+from jobctl.workflows.names import DLQ_WORKFLOW_ID, NOTIFY_DEAD_JOBS, PARK_IN_DLQ, RUN_JOB
+from jobctl.workflows.uitext import moment_text
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
-from workflows.models import CronReport, DlqLogLine, JobReport, JobStatus
-from workflows.names import DLQ_WORKFLOW_ID, NOTIFY_DEAD_JOBS, PARK_IN_DLQ, RUN_JOB
-from workflows.uitext import moment_text
 
 pytestmark = pytest.mark.devserver
 

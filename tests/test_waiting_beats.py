@@ -13,13 +13,13 @@ import time
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.predispatch import (
+from jobctl.activities.predispatch import (
     LAST_BEAT_SHARE,
     SDK_THROTTLE,
     last_beat_ahead,
     sleep_heartbeating,
 )
-from workflows.models import HeartbeatState
+from jobctl.workflows.models import HeartbeatState
 
 LEASE = 1.0  # short, so a wait of a few leases takes a few seconds
 SLACK = 0.15  # timers on a loaded 2-core machine fire this late, measured at most ~0.05 s

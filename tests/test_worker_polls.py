@@ -11,10 +11,10 @@ from __future__ import annotations
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import PollerBehaviorAutoscaling
 
-from activities.job_worker import HANDLER_POLLERS_MAX
-from activities.registry import load_handlers
-from worker import WorkerSettings, build_worker
-from workflows.names import handler_task_queue
+from jobctl.activities.job_worker import HANDLER_POLLERS_MAX
+from jobctl.activities.registry import load_handlers
+from jobctl.worker import WorkerSettings, build_worker
+from jobctl.workflows.names import handler_task_queue
 
 # A Temporal server splits a task queue into this many partitions unless configured otherwise
 # (matching.numTaskqueueReadPartitions).

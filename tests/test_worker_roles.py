@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from starter import operations
-from starter.operations.handlers import published_catalog
+from jobctl.starter import operations
+from jobctl.starter.operations.handlers import published_catalog
+from jobctl.workflows.models import JobStatus
 from tests.helpers.drills import read_records, wait_for_records
 from tests.helpers.jobs import HANDLERS, job_report
 from tests.helpers.poll import eventually
 from tests.helpers.processes import JOBS, Workers
-from workflows.models import JobStatus
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(120)]
 

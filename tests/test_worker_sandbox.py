@@ -9,13 +9,13 @@ import importlib.util
 import pkgutil
 from pathlib import Path
 
-import workflows
-import workflows.job_workflow
-from worker import WORKFLOWS, sandbox_passthrough, sandbox_runner
+import jobctl.workflows.job_workflow
+from jobctl import workflows
+from jobctl.worker import WORKFLOWS, sandbox_passthrough, sandbox_runner
 
 
 def test_building_the_sandbox_runner_leaves_bytecode_for_the_workflow_modules() -> None:
-    source = workflows.job_workflow.__file__
+    source = jobctl.workflows.job_workflow.__file__
     assert source is not None
     cached = Path(importlib.util.cache_from_source(source))
     cached.unlink(missing_ok=True)
@@ -28,15 +28,21 @@ def test_building_the_sandbox_runner_leaves_bytecode_for_the_workflow_modules() 
 def test_the_sandbox_shares_every_helper_module_and_no_workflow_definition() -> None:
     shared = set(sandbox_passthrough())
     defining = {cls.__module__ for cls in WORKFLOWS}
-    everything = {m.name for m in pkgutil.walk_packages(workflows.__path__, prefix="workflows.")}
+    everything = {
+        m.name for m in pkgutil.walk_packages(workflows.__path__, prefix=f"{workflows.__name__}.")
+    }
     assert defining == {
-        "workflows.job_workflow",
-        "workflows.cron_workflow",
-        "workflows.dlq_workflow",
-        "workflows.registry_workflow",
-        "workflows.concurrency_workflow",
+        "jobctl.workflows.job_workflow",
+        "jobctl.workflows.cron_workflow",
+        "jobctl.workflows.dlq_workflow",
+        "jobctl.workflows.registry_workflow",
+        "jobctl.workflows.concurrency_workflow",
     }
     assert not shared & defining
     assert everything - defining <= shared
-    assert {"workflows.jobstatus", "workflows.job_core", "workflows.models.spec"} <= shared
+    assert {
+        "jobctl.workflows.jobstatus",
+        "jobctl.workflows.job_core",
+        "jobctl.workflows.models.spec",
+    } <= shared
     assert {"pydantic", "pydantic_core"} <= shared

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from activities.registry import JobContext, handler
+from jobctl.activities.registry import JobContext, handler
 
 CHARGE = "test.typed.charge"
 RECEIPT = "test.typed.receipt"

@@ -32,9 +32,9 @@ from temporalio.common import RawValue
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    import workflows.inbox as inbox
-    from workflows import names
-    from workflows.models.concurrency import (
+    import jobctl.workflows.inbox as inbox
+    from jobctl.workflows import names
+    from jobctl.workflows.models.concurrency import (
         MAX_WAITERS,
         Permit,
         PermitGrant,
@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         SemaphoreState,
         probe_due,
     )
-    from workflows.textclip import ellipsize
+    from jobctl.workflows.textclip import ellipsize
 
 Mode = Literal["idle", "busy", "waiting"]  # nothing asked | no request blocked | one blocked
 IDLE_END = timedelta(minutes=10)

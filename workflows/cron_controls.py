@@ -14,19 +14,19 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-import workflows.cronmath as cronmath
-import workflows.inbox as inbox
-from workflows import names
-from workflows.cron_rules import (
+import jobctl.workflows.cronmath as cronmath
+import jobctl.workflows.inbox as inbox
+from jobctl.workflows import names
+from jobctl.workflows.cron_rules import (
     MAX_QUEUED_BACKFILLS,
     BackfillTooLarge,
     backfill_slots,
     backfill_start,
     cron_memo,
 )
-from workflows.cron_waits import CronWaits
-from workflows.models import ControlRequest, CronReport, CronUpdate, PauseRequest
-from workflows.models.cron import (
+from jobctl.workflows.cron_waits import CronWaits
+from jobctl.workflows.models import ControlRequest, CronReport, CronUpdate, PauseRequest
+from jobctl.workflows.models.cron import (
     Backfill,
     BackfillAnswer,
     BackfillOverlap,

@@ -12,17 +12,17 @@ from zoneinfo import ZoneInfo
 
 from temporalio import workflow
 
-import workflows.cronmath as cronmath
-import workflows.inbox as inbox
-from workflows import names
-from workflows.cron_rules import (
+import jobctl.workflows.cronmath as cronmath
+import jobctl.workflows.inbox as inbox
+from jobctl.workflows import names
+from jobctl.workflows.cron_rules import (
     MAX_BACKLOG_RECORDS,
     NEXT_SLOTS,
     RECENT_SLOTS,
     bounded_next_slot,
 )
-from workflows.job_rules import unnoted_cancellation
-from workflows.models import (
+from jobctl.workflows.job_rules import unnoted_cancellation
+from jobctl.workflows.models import (
     JOB_STATUS,
     AuditAction,
     ControlRequest,
@@ -35,7 +35,7 @@ from workflows.models import (
     SlotTime,
     append_audit,
 )
-from workflows.uitext import audit_details, moment_text
+from jobctl.workflows.uitext import audit_details, moment_text
 
 
 class CronCore:

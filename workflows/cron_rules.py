@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, TerminatedError, is_cancelled_exception
 
-import workflows.cronmath as cronmath
-import workflows.jobstatus as js
-from workflows.models import (
+import jobctl.workflows.cronmath as cronmath
+import jobctl.workflows.jobstatus as js
+from jobctl.workflows.models import (
     CONTROL_CUTOFF,
     JOB_HANDLER,
     JOB_NAME,
@@ -25,7 +25,7 @@ from workflows.models import (
     JobSpec,
     JobStatus,
 )
-from workflows.uitext import job_details, job_summary, moment_text
+from jobctl.workflows.uitext import job_details, job_summary, moment_text
 
 RECENT_SLOTS = 20
 NEXT_SLOTS = 5

@@ -16,9 +16,9 @@ from datetime import datetime
 
 from temporalio import workflow
 
-from workflows.cron_core import CronCore
-from workflows.cron_rules import FORCED_ROTATION, start_ahead
-from workflows.uitext import clip
+from jobctl.workflows.cron_core import CronCore
+from jobctl.workflows.cron_rules import FORCED_ROTATION, start_ahead
+from jobctl.workflows.uitext import clip
 
 
 class CronWaits(CronCore):

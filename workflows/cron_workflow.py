@@ -53,11 +53,11 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     # "import a.b as b", not "from a import b": the latter bypasses the sandbox's import hook
     # and would load a fresh copy (with restricted ZoneInfo proxies) into every workflow run.
-    import workflows.cronmath as cronmath
-    import workflows.inbox as inbox
-    from workflows import names
-    from workflows.cron_controls import CronControls
-    from workflows.cron_rules import (
+    import jobctl.workflows.cronmath as cronmath
+    import jobctl.workflows.inbox as inbox
+    from jobctl.workflows import names
+    from jobctl.workflows.cron_controls import CronControls
+    from jobctl.workflows.cron_rules import (
         BACKFILL_BATCH,
         bounded_next_slot,
         child_end,
@@ -66,8 +66,8 @@ with workflow.unsafe.imports_passed_through():
         tick_spec,
         tick_summary,
     )
-    from workflows.job_rules import start_search_attributes
-    from workflows.models import (
+    from jobctl.workflows.job_rules import start_search_attributes
+    from jobctl.workflows.models import (
         JOB_RUN_AT,
         JOB_STATUS,
         CronInput,
@@ -75,9 +75,9 @@ with workflow.unsafe.imports_passed_through():
         JobStatus,
         SlotOutcome,
     )
-    from workflows.uitext import code, job_details
+    from jobctl.workflows.uitext import code, job_details
 
-from workflows.job_workflow import JobWorkflow
+from jobctl.workflows.job_workflow import JobWorkflow
 
 # The failure type of a cron whose schedule has no further slot.
 NO_NEXT_SLOT = "CronHasNoNextSlot"

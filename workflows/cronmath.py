@@ -40,15 +40,15 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from workflows.cronsyntax import MAX_EXPRESSION_LENGTH as MAX_EXPRESSION_LENGTH
-from workflows.cronsyntax import CronError as CronError
-from workflows.cronsyntax import Days, read
-from workflows.cronwalk import Clock, Search
-from workflows.cronwalk import DstGap as DstGap
-from workflows.cronwalk import DstRepeat as DstRepeat
-from workflows.cronwalk import instants as instants
-from workflows.cronwalk import repeat_rule as repeat_rule
-from workflows.cronwalk import transition_between as transition_between
+from jobctl.workflows.cronsyntax import MAX_EXPRESSION_LENGTH as MAX_EXPRESSION_LENGTH
+from jobctl.workflows.cronsyntax import CronError as CronError
+from jobctl.workflows.cronsyntax import Days, read
+from jobctl.workflows.cronwalk import Clock, Search
+from jobctl.workflows.cronwalk import DstGap as DstGap
+from jobctl.workflows.cronwalk import DstRepeat as DstRepeat
+from jobctl.workflows.cronwalk import instants as instants
+from jobctl.workflows.cronwalk import repeat_rule as repeat_rule
+from jobctl.workflows.cronwalk import transition_between as transition_between
 
 # A leap-day cron waits 8 years across 2100 (2096-02-29 to 2104-02-29); nothing may wait longer.
 MAX_GAP_DAYS = (date(2104, 2, 29) - date(2096, 2, 29)).days

@@ -31,17 +31,17 @@ from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    import workflows.inbox as inbox
-    from workflows import names
-    from workflows.models import (
+    import jobctl.workflows.inbox as inbox
+    from jobctl.workflows import names
+    from jobctl.workflows.models import (
         DeadEntry,
         DlqLogLine,
         DlqState,
         JobRelease,
         ReleaseRequest,
     )
-    from workflows.textclip import ellipsize
-    from workflows.uitext import clip, code, md
+    from jobctl.workflows.textclip import ellipsize
+    from jobctl.workflows.uitext import clip, code, md
 
 MAX_ENTRIES = 1000
 MAX_LOG = 500

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter, ValidationError
 from temporalio.exceptions import ApplicationError
 
-from workflows.models import (
+from jobctl.workflows.models import (
     AUDIT_LIMIT,
     HANDLER_PATTERN,
     MAX_AHEAD,
@@ -49,8 +49,8 @@ from workflows.models import (
     check_job_id,
     is_job_id,
 )
-from workflows.models.registry import MAX_SCHEMA, MAX_SCHEMAS
-from workflows.textclip import ellipsize
+from jobctl.workflows.models.registry import MAX_SCHEMA, MAX_SCHEMAS
+from jobctl.workflows.textclip import ellipsize
 
 T = TypeVar("T")
 

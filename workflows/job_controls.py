@@ -12,17 +12,17 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RawValue
 
-import workflows.inbox as inbox
-from workflows import names
-from workflows.job_dlq import JobDlqPath
-from workflows.models import (
+import jobctl.workflows.inbox as inbox
+from jobctl.workflows import names
+from jobctl.workflows.job_dlq import JobDlqPath
+from jobctl.workflows.models import (
     JOB_RUN_AT,
     ControlRequest,
     JobReport,
     JobStatus,
     PauseRequest,
 )
-from workflows.prestart_check import pause_cutoff
+from jobctl.workflows.prestart_check import pause_cutoff
 
 
 class JobControls(JobDlqPath):

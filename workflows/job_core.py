@@ -9,11 +9,11 @@ from datetime import datetime
 
 from temporalio import workflow
 
-import workflows.inbox as inbox
-import workflows.job_text as job_text
-from workflows import names
-from workflows.job_rules import listed_status, start_search_attributes, unnoted_cancellation
-from workflows.models import (
+import jobctl.workflows.inbox as inbox
+import jobctl.workflows.job_text as job_text
+from jobctl.workflows import names
+from jobctl.workflows.job_rules import listed_status, start_search_attributes, unnoted_cancellation
+from jobctl.workflows.models import (
     JOB_NAME,
     JOB_STATUS,
     AuditAction,

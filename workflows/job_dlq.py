@@ -10,12 +10,12 @@ from typing import Any, Literal
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, FailureError
 
-import workflows.inbox as inbox
-import workflows.jobstatus as js
-from workflows import names
-from workflows.job_core import JobCore
-from workflows.job_rules import DLQ_RETRY
-from workflows.models import (
+import jobctl.workflows.inbox as inbox
+import jobctl.workflows.jobstatus as js
+from jobctl.workflows import names
+from jobctl.workflows.job_core import JobCore
+from jobctl.workflows.job_rules import DLQ_RETRY
+from jobctl.workflows.models import (
     ControlRequest,
     DeadEntry,
     JobRelease,

@@ -20,11 +20,11 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    import workflows.inbox as inbox
-    from workflows import names
-    from workflows.job_core import JobCore
-    from workflows.models import JobStatus
-    from workflows.models.concurrency import (
+    import jobctl.workflows.inbox as inbox
+    from jobctl.workflows import names
+    from jobctl.workflows.job_core import JobCore
+    from jobctl.workflows.models import JobStatus
+    from jobctl.workflows.models.concurrency import (
         Permit,
         PermitGrant,
         PermitRelease,

@@ -13,8 +13,8 @@ from temporalio.common import Priority, RetryPolicy, SearchAttributePair, TypedS
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
-from workflows.durations import format_duration
-from workflows.models import (
+from jobctl.workflows.durations import format_duration
+from jobctl.workflows.models import (
     JOB_HANDLER,
     JOB_NAME,
     JOB_RUN_AT,
@@ -25,7 +25,7 @@ from workflows.models import (
     JobSpec,
     JobStatus,
 )
-from workflows.models.spec import DEFAULT_PRIORITY
+from jobctl.workflows.models.spec import DEFAULT_PRIORITY
 
 # Attempts lost before their handler started (a worker or the server died while the job
 # waited for run_at) cost the job nothing; Temporal's policy keeps this many in reserve.

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import workflows.jobstatus as js
-from workflows.models import JobSpec, JobState, JobStatus
-from workflows.uitext import ERROR_BYTES, audit_details, code, moment_text
+import jobctl.workflows.jobstatus as js
+from jobctl.workflows.models import JobSpec, JobState, JobStatus
+from jobctl.workflows.uitext import ERROR_BYTES, audit_details, code, moment_text
 
 
 def when(moment: datetime | None, spec: JobSpec) -> str:

@@ -30,12 +30,12 @@ from temporalio.common import Priority
 from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    import workflows.inbox as inbox
-    from workflows import names
-    from workflows.durations import format_duration
-    from workflows.job_controls import JobControls
-    from workflows.job_permit import JobPermit, Outcome
-    from workflows.job_rules import (
+    import jobctl.workflows.inbox as inbox
+    from jobctl.workflows import names
+    from jobctl.workflows.durations import format_duration
+    from jobctl.workflows.job_controls import JobControls
+    from jobctl.workflows.job_permit import JobPermit, Outcome
+    from jobctl.workflows.job_rules import (
         LOST_LEASE,
         LOST_LEASE_TYPE,
         READ_LOG_RETRY,
@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
         retry_policy,
         round_log_from_failure,
     )
-    from workflows.models import (
+    from jobctl.workflows.models import (
         AttemptRecord,
         HeartbeatState,
         JobReport,
@@ -56,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
         RunJobInput,
         RunJobResult,
     )
-    from workflows.uitext import clip
+    from jobctl.workflows.uitext import clip
 
 
 @workflow.defn(name=names.JOB_WORKFLOW)

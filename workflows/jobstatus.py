@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from workflows.models import AttemptRecord, JobReport, JobStatus
+from jobctl.workflows.models import AttemptRecord, JobReport, JobStatus
 
 Execution = Literal[
     "running", "completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from workflows import names
-from workflows.models import HeartbeatState
+from jobctl.workflows import names
+from jobctl.workflows.models import HeartbeatState
 
 
 @activity.defn(name=names.READ_ATTEMPT_LOG)

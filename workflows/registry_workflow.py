@@ -17,10 +17,10 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    import workflows.inbox as inbox
-    from workflows import names
-    from workflows.models import WorkerHandlers
-    from workflows.textclip import ellipsize
+    import jobctl.workflows.inbox as inbox
+    from jobctl.workflows import names
+    from jobctl.workflows.models import WorkerHandlers
+    from jobctl.workflows.textclip import ellipsize
 
 STALE_AFTER = timedelta(days=7)
 # Characters of worker and handler names and schemas kept (inbox.registry_size): the oldest

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from workflows import cronmath
-from workflows.durations import format_duration
-from workflows.models import AuditEntry, JobSpec
+from jobctl.workflows import cronmath
+from jobctl.workflows.durations import format_duration
+from jobctl.workflows.models import AuditEntry, JobSpec
 
 SUMMARY_BYTES = 380
 ERROR_BYTES = 300

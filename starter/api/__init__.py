@@ -16,7 +16,7 @@ Handler names are checked against what workers published to the handler registry
 the API imports no handler module.
 """
 
-from starter.api.app import create_app
-from starter.api.server import EmbeddedServer, check_binding, is_loopback, server
+from jobctl.starter.api.app import create_app
+from jobctl.starter.api.server import EmbeddedServer, check_binding, is_loopback, server
 
 __all__ = ["EmbeddedServer", "check_binding", "create_app", "is_loopback", "server"]

@@ -9,12 +9,22 @@ from importlib import metadata
 from fastapi import FastAPI
 from temporalio.client import Client
 
-from connection.client import load_profile
-from connection.codec import codec_from_env
-from starter import board
-from starter.api import codec as codec_routes
-from starter.api import crons, dlq, docs_page, errors, guards, handlers, health, jobs, openapi
-from starter.api.deps import ApiState, Backend
+from jobctl.connection.client import load_profile
+from jobctl.connection.codec import codec_from_env
+from jobctl.starter import board
+from jobctl.starter.api import codec as codec_routes
+from jobctl.starter.api import (
+    crons,
+    dlq,
+    docs_page,
+    errors,
+    guards,
+    handlers,
+    health,
+    jobs,
+    openapi,
+)
+from jobctl.starter.api.deps import ApiState, Backend
 
 DISTRIBUTION = "jobs-scheduler"  # pyproject.toml's [project] name: the version's one home
 

@@ -19,10 +19,10 @@ from google.protobuf import json_format
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.api.common.v1 import Payload, Payloads
 
-from starter import operations, strictjson
-from starter.api.errors import UnsupportedMediaType
-from starter.errors import SpecError
-from workflows.models import MAX_NOTE, OffsetDatetime, Overlap
+from jobctl.starter import operations, strictjson
+from jobctl.starter.api.errors import UnsupportedMediaType
+from jobctl.starter.errors import SpecError
+from jobctl.workflows.models import MAX_NOTE, OffsetDatetime, Overlap
 
 JSON_MEDIA_TYPE = "application/json"
 

@@ -12,10 +12,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from temporalio.api.common.v1 import Payload
 
-from connection.codec import ENCODING, KEY_ENV, KEY_ID_METADATA, DecryptionError
-from starter.api.bodies import CodecPayloads, body_schema, payloads_response, read_payloads
-from starter.api.deps import State
-from starter.api.errors import documented_body, invalid
+from jobctl.connection.codec import ENCODING, KEY_ENV, KEY_ID_METADATA, DecryptionError
+from jobctl.starter.api.bodies import CodecPayloads, body_schema, payloads_response, read_payloads
+from jobctl.starter.api.deps import State
+from jobctl.starter.api.errors import documented_body, invalid
 
 router = APIRouter()
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from starter import operations
-from starter.api.bodies import CronChange, body_schema, read_model
-from starter.api.deps import Actor, Temporal
-from starter.api.errors import documented, documented_body
-from workflows.models import MAX_NOTE, CronReport, JobReport, SlotTime
-from workflows.models.cron import BackfillAnswer, BackfillOverlap
+from jobctl.starter import operations
+from jobctl.starter.api.bodies import CronChange, body_schema, read_model
+from jobctl.starter.api.deps import Actor, Temporal
+from jobctl.starter.api.errors import documented, documented_body
+from jobctl.workflows.models import MAX_NOTE, CronReport, JobReport, SlotTime
+from jobctl.workflows.models.cron import BackfillAnswer, BackfillOverlap
 
 router = APIRouter()
 

@@ -13,11 +13,11 @@ from fastapi import Depends, Query, Request
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from connection.client import connect
-from connection.codec import EncryptionCodec
-from starter import operations
-from starter.api.guards import ACTOR_KEY, ANONYMOUS
-from workflows.models import MAX_NOTE
+from jobctl.connection.client import connect
+from jobctl.connection.codec import EncryptionCodec
+from jobctl.starter import operations
+from jobctl.starter.api.guards import ACTOR_KEY, ANONYMOUS
+from jobctl.workflows.models import MAX_NOTE
 
 HANDLER_CACHE_SECONDS = 30.0
 

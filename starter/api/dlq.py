@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request
 
-from starter import dlq as dead_letters
-from starter.api.bodies import NoteBody, control_body, read_control
-from starter.api.deps import NOTE_QUERY, Actor, Released, Temporal
-from starter.api.errors import documented, documented_body
+from jobctl.starter import dlq as dead_letters
+from jobctl.starter.api.bodies import NoteBody, control_body, read_control
+from jobctl.starter.api.deps import NOTE_QUERY, Actor, Released, Temporal
+from jobctl.starter.api.errors import documented, documented_body
 
 router = APIRouter()
 RELEASE = documented_body(404, 409)

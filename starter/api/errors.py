@@ -32,8 +32,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
-from connection.codec import DecryptionError
-from starter.errors import (
+from jobctl.connection.codec import DecryptionError
+from jobctl.starter.errors import (
     InvalidTransition,
     JobExists,
     JobNotFound,

@@ -30,10 +30,10 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from starter.api.docs_page import PUBLIC_PATHS as DOCS_ASSETS
-from starter.api.errors import error_response
-from starter.board.routes import PUBLIC_PATHS as BOARD_PATHS
-from starter.errors import SpecError
+from jobctl.starter.api.docs_page import PUBLIC_PATHS as DOCS_ASSETS
+from jobctl.starter.api.errors import error_response
+from jobctl.starter.board.routes import PUBLIC_PATHS as BOARD_PATHS
+from jobctl.starter.errors import SpecError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from starter import operations
-from starter.api.deps import State
-from starter.api.errors import documented
+from jobctl.starter import operations
+from jobctl.starter.api.deps import State
+from jobctl.starter.api.errors import documented
 
 router = APIRouter()
 

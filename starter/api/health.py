@@ -9,8 +9,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from connection.client import check_serving
-from starter.api.deps import Temporal
+from jobctl.connection.client import check_serving
+from jobctl.starter.api.deps import Temporal
 
 router = APIRouter()
 

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from connection import tracing
-from starter import operations
-from starter.api.bodies import (
+from jobctl.connection import tracing
+from jobctl.starter import operations
+from jobctl.starter.api.bodies import (
     JSON_MEDIA_TYPE,
     BatchBody,
     NoteBody,
@@ -23,11 +23,17 @@ from starter.api.bodies import (
     read_model,
     read_object,
 )
-from starter.api.deps import NOTE_QUERY, Actor, Released, State, Temporal
-from starter.api.errors import ErrorKind, FieldProblem, documented, documented_body, jobs_error
-from starter.errors import JobsError
-from workflows.jobstatus import JobView
-from workflows.models import CronReport, JobReport, JobSpec, JobStatus
+from jobctl.starter.api.deps import NOTE_QUERY, Actor, Released, State, Temporal
+from jobctl.starter.api.errors import (
+    ErrorKind,
+    FieldProblem,
+    documented,
+    documented_body,
+    jobs_error,
+)
+from jobctl.starter.errors import JobsError
+from jobctl.workflows.jobstatus import JobView
+from jobctl.workflows.models import CronReport, JobReport, JobSpec, JobStatus
 
 router = APIRouter()
 CONTROL = documented_body(404, 409)

@@ -9,9 +9,9 @@ from collections.abc import Iterator, Mapping
 import uvicorn
 from temporalio.client import Client
 
-from starter.api.app import create_app
-from starter.api.guards import TOKEN_ENV, load_allowed_hosts, load_tokens
-from starter.errors import SpecError
+from jobctl.starter.api.app import create_app
+from jobctl.starter.api.guards import TOKEN_ENV, load_allowed_hosts, load_tokens
+from jobctl.starter.errors import SpecError
 
 
 def is_loopback(host: str) -> bool:

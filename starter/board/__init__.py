@@ -28,9 +28,9 @@ so ten open tabs cost the server what one does. The event log is derived in the 
 diffing successive snapshots (``board.js``), only for the cards shown.
 """
 
-from starter.board.models import Board, BoardColumn, Card, Column, Cost
-from starter.board.routes import PUBLIC_PATHS, install
-from starter.board.snapshot import BoardCache, Snapshot, queries
+from jobctl.starter.board.models import Board, BoardColumn, Card, Column, Cost
+from jobctl.starter.board.routes import PUBLIC_PATHS, install
+from jobctl.starter.board.snapshot import BoardCache, Snapshot, queries
 
 __all__ = [
     "PUBLIC_PATHS",

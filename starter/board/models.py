@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.models import JobStatus
+from jobctl.workflows.models import JobStatus
 
 Column = Literal["scheduled", "pending", "running", "retrying", "dead", "done", "cancelled"]
 COLUMNS: tuple[Column, ...] = (

@@ -14,9 +14,9 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, Response
 from temporalio.client import Client
 
-from starter.board.models import Board
-from starter.board.snapshot import BoardCache, board_ttl
-from starter.errors import JobNotFound
+from jobctl.starter.board.models import Board
+from jobctl.starter.board.snapshot import BoardCache, board_ttl
+from jobctl.starter.errors import JobNotFound
 
 STATIC = Path(__file__).resolve().parent
 ASSETS = {"board.js": "text/javascript", "board.css": "text/css"}

@@ -15,14 +15,14 @@ from typing import Any, TypeVar
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter import jobviews
-from starter.board.models import COLUMN_OF, COLUMNS, Board, BoardColumn, Card, Column, Cost
-from starter.operations import temporal_errors
-from starter.operations.listing import EPOCH, status_query
-from workflows import names
-from workflows.jobstatus import Facts, current_attempt, job_time, public_status
-from workflows.models import JOB_HANDLER, JOB_NAME, JOB_RUN_AT, DeadEntry, JobStatus
-from workflows.textclip import ellipsize
+from jobctl.starter import jobviews
+from jobctl.starter.board.models import COLUMN_OF, COLUMNS, Board, BoardColumn, Card, Column, Cost
+from jobctl.starter.operations import temporal_errors
+from jobctl.starter.operations.listing import EPOCH, status_query
+from jobctl.workflows import names
+from jobctl.workflows.jobstatus import Facts, current_attempt, job_time, public_status
+from jobctl.workflows.models import JOB_HANDLER, JOB_NAME, JOB_RUN_AT, DeadEntry, JobStatus
+from jobctl.workflows.textclip import ellipsize
 
 UI_URL_ENV = "JOBS_UI_URL"
 DEFAULT_UI_URL = "http://localhost:8233"

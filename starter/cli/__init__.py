@@ -10,6 +10,6 @@ controls), :mod:`~starter.cli.cron`, :mod:`~starter.cli.dlq`, :mod:`~starter.cli
 (worker, api, dev); :mod:`~starter.cli.main` assembles the group and the entry point.
 """
 
-from starter.cli.main import cli, main, run
+from jobctl.starter.cli.main import cli, main, run
 
 __all__ = ["cli", "main", "run"]

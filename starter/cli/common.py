@@ -12,8 +12,8 @@ import click
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from connection.client import connect
-from starter import operations, render
+from jobctl.connection.client import connect
+from jobctl.starter import operations, render
 
 T = TypeVar("T")
 

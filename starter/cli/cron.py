@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from starter import operations, render
-from starter.cli.common import (
+from jobctl.starter import operations, render
+from jobctl.starter.cli.common import (
     cli_actor,
     control,
     emit,

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from starter import dlq as dead_letters
-from starter import operations, render
-from starter.cli.common import (
+from jobctl.starter import dlq as dead_letters
+from jobctl.starter import operations, render
+from jobctl.starter.cli.common import (
     cli_actor,
     emit,
     json_option,

@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
-from starter import operations, render
-from starter.cli.common import emit, json_option, run
-from workflows.textclip import ellipsize
+from jobctl.starter import operations, render
+from jobctl.starter.cli.common import emit, json_option, run
+from jobctl.workflows.textclip import ellipsize
 
 SHOWN_WORKERS = 3  # worker identities named in the table (--json has them all)
 

@@ -8,9 +8,9 @@ from typing import Any, BinaryIO
 
 import click
 
-from connection import tracing
-from starter import operations, render, strictjson
-from starter.cli.common import (
+from jobctl.connection import tracing
+from jobctl.starter import operations, render, strictjson
+from jobctl.starter.cli.common import (
     cli_actor,
     control,
     emit,
@@ -20,9 +20,9 @@ from starter.cli.common import (
     run,
     show_page,
 )
-from starter.cli.spec import build_spec, spec_options
-from starter.errors import JobsError, SpecError
-from workflows.models import JobStatus
+from jobctl.starter.cli.spec import build_spec, spec_options
+from jobctl.starter.errors import JobsError, SpecError
+from jobctl.workflows.models import JobStatus
 
 
 @click.command()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from connection import tracing
-from starter.cli import cron, dlq, handlers, jobs, processes
-from starter.errors import JobsError, SpecError
-from starter.process_exit import exit_now
+from jobctl.connection import tracing
+from jobctl.starter.cli import cron, dlq, handlers, jobs, processes
+from jobctl.starter.errors import JobsError, SpecError
+from jobctl.starter.process_exit import exit_now
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -35,7 +35,7 @@ def worker(
     role: str | None,
 ) -> None:
     """Run a worker (same as python worker.py)."""
-    from starter.dev.launch import run_worker  # the worker side: imported only to launch it
+    from jobctl.starter.dev.launch import run_worker  # the worker side: imported only to launch it
 
     run_worker(max_concurrent_jobs, rate_limit, shutdown_grace, role)
 
@@ -50,7 +50,7 @@ def worker(
 @click.option("--port", default=8000, show_default=True)
 def api(host: str, port: int) -> None:
     """Run the HTTP API (OpenAPI at /docs)."""
-    from starter.api import server
+    from jobctl.starter.api import server
 
     http = server(host, port)
     click.echo(f"API on http://{host}:{port} (docs: /docs)")
@@ -67,6 +67,6 @@ def api(host: str, port: int) -> None:
 @click.option("--demo", is_flag=True, help="Schedule the demo jobs once the stack is up.")
 def dev(state_dir: str, port: int, ui_port: int, api_port: int, demo: bool) -> None:
     """The embedded stack: dev server (SQLite file), worker and API. Ctrl-C stops it."""
-    from starter.dev.stack import run_dev_stack
+    from jobctl.starter.dev.stack import run_dev_stack
 
     asyncio.run(run_dev_stack(state_dir, port, ui_port, api_port, demo))

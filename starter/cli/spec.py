@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from starter import strictjson
-from starter.errors import SpecError
+from jobctl.starter import strictjson
+from jobctl.starter.errors import SpecError
 
 SPEC_FLAGS = [
     # (flag, spec field, help)

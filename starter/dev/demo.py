@@ -1,7 +1,7 @@
 """A short demo: a few jobs, one flaky and one poison, watched until they settle.
 
-Run it against a running stack with ``python -m starter.dev.demo`` (``jobs dev --demo`` runs it
-for you once the stack is up).
+Run it against a running stack with ``python -m jobctl.starter.dev.demo`` (``jobctl dev
+--demo`` runs it for you once the stack is up).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 from temporalio.client import Client
 
-from connection.client import connect
-from starter import operations
-from starter.errors import JobExists
-from workflows.models import JobReport, JobStatus
+from jobctl.connection.client import connect
+from jobctl.starter import operations
+from jobctl.starter.errors import JobExists
+from jobctl.workflows.models import JobReport, JobStatus
 
 # (short key for the job id, spec)
 DEMO_JOBS: list[tuple[str, dict[str, Any]]] = [

@@ -24,9 +24,9 @@ from typing import IO
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
-from connection.client import connect
-from starter.dev.binaries import temporal_cli
-from workflows.models import SEARCH_ATTRIBUTES
+from jobctl.connection.client import connect
+from jobctl.starter.dev.binaries import temporal_cli
+from jobctl.workflows.models import SEARCH_ATTRIBUTES
 
 PR_SET_PDEATHSIG = 1
 START_TRIES = 3

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from worker import WorkerSettings, worker_role
-from worker import run_worker as run_worker_async
+from jobctl.worker import WorkerSettings, worker_role
+from jobctl.worker import run_worker as run_worker_async
 
 
 def run_worker(

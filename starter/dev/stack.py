@@ -14,12 +14,12 @@ import os
 import signal
 from pathlib import Path
 
-from connection.client import connect
-from connection.errors import SpecError
-from starter.api import server as api_server
-from starter.dev.demo import run_demo
-from starter.dev.devserver import DevServer, taken_ports
-from worker import WorkerSettings, build_worker, metrics_runtime, publish_handlers
+from jobctl.connection.client import connect
+from jobctl.connection.errors import SpecError
+from jobctl.starter.api import server as api_server
+from jobctl.starter.dev.demo import run_demo
+from jobctl.starter.dev.devserver import DevServer, taken_ports
+from jobctl.worker import WorkerSettings, build_worker, metrics_runtime, publish_handlers
 
 
 async def run_dev_stack(state_dir: str, port: int, ui_port: int, api_port: int, demo: bool) -> None:

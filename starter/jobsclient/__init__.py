@@ -1,6 +1,6 @@
 """The Python API of the job scheduler, in the style of Temporal's own client::
 
-    from starter.jobsclient import JobsClient
+    from jobctl.starter.jobsclient import JobsClient
 
     client = await JobsClient.connect()             # as `jobs` connects
     handle = await client.schedule("nightly report", handler="log", in_="5m")
@@ -17,8 +17,8 @@
 
 from __future__ import annotations
 
-from starter.jobsclient.client import JobsClient
-from starter.jobsclient.errors import (
+from jobctl.starter.jobsclient.client import JobsClient
+from jobctl.starter.jobsclient.errors import (
     EXIT_CODES,
     InvalidTransition,
     JobExists,
@@ -28,10 +28,10 @@ from starter.jobsclient.errors import (
     TemporalBusy,
     TemporalUnavailable,
 )
-from starter.jobsclient.handle import SETTLED, JobHandle
-from starter.jobsclient.sync import SyncJobHandle, SyncJobsClient
-from starter.operations import ItemResult, JobPage, JobRow, Report, Scheduled
-from workflows.models import JobStatus
+from jobctl.starter.jobsclient.handle import SETTLED, JobHandle
+from jobctl.starter.jobsclient.sync import SyncJobHandle, SyncJobsClient
+from jobctl.starter.operations import ItemResult, JobPage, JobRow, Report, Scheduled
+from jobctl.workflows.models import JobStatus
 
 __all__ = [
     "EXIT_CODES",

@@ -16,13 +16,13 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from connection import tracing
-from connection.client import PROFILE_ENV, connect
-from starter import operations
-from starter.errors import SpecError
-from starter.jobsclient.handle import JobHandle
-from starter.operations import ItemResult, JobPage, JobRow
-from workflows.models import JobSpec
+from jobctl.connection import tracing
+from jobctl.connection.client import PROFILE_ENV, connect
+from jobctl.starter import operations
+from jobctl.starter.errors import SpecError
+from jobctl.starter.jobsclient.handle import JobHandle
+from jobctl.starter.operations import ItemResult, JobPage, JobRow
+from jobctl.workflows.models import JobSpec
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000  # as `jobs list --limit`

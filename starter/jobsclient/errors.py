@@ -28,7 +28,7 @@ built-in :class:`TimeoutError` (the job is fine, the caller stopped waiting).
 
 from __future__ import annotations
 
-from starter.errors import (
+from jobctl.starter.errors import (
     InvalidTransition,
     JobExists,
     JobNotFound,

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 
 from temporalio.client import Client
 
-from starter import dlq, operations
-from starter.operations import Report, Scheduled
-from workflows.models import JobStatus
-from workflows.models.cron import BackfillAnswer
+from jobctl.starter import dlq, operations
+from jobctl.starter.operations import Report, Scheduled
+from jobctl.workflows.models import JobStatus
+from jobctl.workflows.models.cron import BackfillAnswer
 
 # The statuses a job does not leave by itself: ``result()`` returns on the first of them.
 # (``dead`` waits for a human, who may requeue it; ``discarded`` and the others are final.)

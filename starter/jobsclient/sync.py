@@ -26,11 +26,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from starter.jobsclient.client import DEFAULT_PAGE_SIZE, JobsClient
-from starter.jobsclient.handle import DEFAULT_POLL_INTERVAL, JobHandle
-from starter.operations import ItemResult, JobPage, JobRow, Report
-from workflows.models import JobSpec
-from workflows.models.cron import BackfillAnswer
+from jobctl.starter.jobsclient.client import DEFAULT_PAGE_SIZE, JobsClient
+from jobctl.starter.jobsclient.handle import DEFAULT_POLL_INTERVAL, JobHandle
+from jobctl.starter.operations import ItemResult, JobPage, JobRow, Report
+from jobctl.workflows.models import JobSpec
+from jobctl.workflows.models.cron import BackfillAnswer
 
 T = TypeVar("T")
 STOP_TIMEOUT = 10.0

@@ -21,14 +21,14 @@ operations.schedule(...)``.
 
 from __future__ import annotations
 
-from starter.operations.bulk import (
+from jobctl.starter.operations.bulk import (
     MAX_BATCH,
     ItemResult,
     check_batch,
     schedule_many,
     start_checked,
 )
-from starter.operations.controls import (
+from jobctl.starter.operations.controls import (
     CONTROL_TIMEOUT,
     backfill,
     backfill_request,
@@ -39,8 +39,8 @@ from starter.operations.controls import (
     trigger,
     update_cron,
 )
-from starter.operations.cronpreview import preview_cron
-from starter.operations.handlers import (
+from jobctl.starter.operations.cronpreview import preview_cron
+from jobctl.starter.operations.handlers import (
     ALLOWED_HANDLERS_ENV,
     HandlerCatalog,
     HandlerInfo,
@@ -48,12 +48,12 @@ from starter.operations.handlers import (
     handler_listing,
     known_handlers,
 )
-from starter.operations.listing import JobPage, JobRow, list_jobs
-from starter.operations.pagetokens import decode_token, encode_token, readable_token
-from starter.operations.readback import Report, describe, status
-from starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
-from starter.operations.starting import MIN_DISPATCH_LEAD, Scheduled, schedule, start
-from starter.operations.validation import (
+from jobctl.starter.operations.listing import JobPage, JobRow, list_jobs
+from jobctl.starter.operations.pagetokens import decode_token, encode_token, readable_token
+from jobctl.starter.operations.readback import Report, describe, status
+from jobctl.starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
+from jobctl.starter.operations.starting import MIN_DISPATCH_LEAD, Scheduled, schedule, start
+from jobctl.starter.operations.validation import (
     Submission,
     check_handler,
     check_not_reserved,

@@ -19,11 +19,11 @@ from typing import Any
 
 from temporalio.client import Client
 
-from starter.errors import JobsError, SpecError, TemporalUnavailable
-from starter.operations.handlers import as_catalog, known_handlers
-from starter.operations.starting import Scheduled, schedule
-from starter.operations.validation import Submission, submission
-from workflows.models import JobSpec
+from jobctl.starter.errors import JobsError, SpecError, TemporalUnavailable
+from jobctl.starter.operations.handlers import as_catalog, known_handlers
+from jobctl.starter.operations.starting import Scheduled, schedule
+from jobctl.starter.operations.validation import Submission, submission
+from jobctl.workflows.models import JobSpec
 
 MAX_BATCH = 1000  # specs in one batch: one request, one file
 # Starts in flight at once. On the dev server (SQLite, 2 busy cores) 2,000 specs ran at the

@@ -21,21 +21,21 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
-from starter import jobviews
-from starter.errors import InvalidTransition, SpecError, TemporalUnavailable
-from starter.operations.readback import Report, describe
-from starter.operations.rpc import finished_meanwhile, temporal_errors
-from starter.operations.validation import (
+from jobctl.starter import jobviews
+from jobctl.starter.errors import InvalidTransition, SpecError, TemporalUnavailable
+from jobctl.starter.operations.readback import Report, describe
+from jobctl.starter.operations.rpc import finished_meanwhile, temporal_errors
+from jobctl.starter.operations.validation import (
     check_not_reserved,
     check_note,
     control_request,
     pause_request,
 )
-from workflows import cronmath, names
-from workflows.cron_rules import BackfillTooLarge, backfill_slots, spec_from_memo
-from workflows.jobstatus import Facts, public_status
-from workflows.models import JOB_STATUS, ControlRequest, CronReport, CronUpdate, JobReport
-from workflows.models.cron import BackfillAnswer, BackfillRequest
+from jobctl.workflows import cronmath, names
+from jobctl.workflows.cron_rules import BackfillTooLarge, backfill_slots, spec_from_memo
+from jobctl.workflows.jobstatus import Facts, public_status
+from jobctl.workflows.models import JOB_STATUS, ControlRequest, CronReport, CronUpdate, JobReport
+from jobctl.workflows.models.cron import BackfillAnswer, BackfillRequest
 
 # How long a control waits for a worker to process it before telling the user why.
 CONTROL_TIMEOUT = 30.0

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ValidationError
 
-from starter.errors import SpecError
-from starter.operations.validation import Problems
-from workflows import cronmath
-from workflows.cronmath import DstGap, DstRepeat
-from workflows.models import SlotTime, parse_instant
+from jobctl.starter.errors import SpecError
+from jobctl.starter.operations.validation import Problems
+from jobctl.workflows import cronmath
+from jobctl.workflows.cronmath import DstGap, DstRepeat
+from jobctl.workflows.models import SlotTime, parse_instant
 
 
 class DstPolicy(BaseModel):

@@ -28,10 +28,10 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from starter.operations.rpc import QUERY_TIMEOUT
-from workflows import names
-from workflows.durations import format_duration
-from workflows.models import JobSpec
+from jobctl.starter.operations.rpc import QUERY_TIMEOUT
+from jobctl.workflows import names
+from jobctl.workflows.durations import format_duration
+from jobctl.workflows.models import JobSpec
 
 # A polling worker renews its poll within about 60 s; beyond this it has stopped.
 LIVE_WITHIN = timedelta(seconds=75)

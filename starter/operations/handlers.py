@@ -33,11 +33,11 @@ from pydantic import BaseModel, Field
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError
 
-from connection.client import task_queue as default_task_queue
-from starter.operations.handler_watch import live_workers
-from starter.operations.rpc import QUERY_TIMEOUT
-from workflows import names
-from workflows.models import WorkerHandlers
+from jobctl.connection.client import task_queue as default_task_queue
+from jobctl.starter.operations.handler_watch import live_workers
+from jobctl.starter.operations.rpc import QUERY_TIMEOUT
+from jobctl.workflows import names
+from jobctl.workflows.models import WorkerHandlers
 
 ALLOWED_HANDLERS_ENV = "JOBS_ALLOWED_HANDLERS"
 

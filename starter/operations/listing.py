@@ -37,13 +37,13 @@ from pydantic import BaseModel, Field
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter import jobviews
-from starter.errors import SpecError
-from starter.operations.pagetokens import encode_token, readable_token
-from starter.operations.rpc import temporal_errors
-from workflows import names
-from workflows.jobstatus import job_time, public_status
-from workflows.models import JOB_HANDLER, JOB_NAME, JobStatus
+from jobctl.starter import jobviews
+from jobctl.starter.errors import SpecError
+from jobctl.starter.operations.pagetokens import encode_token, readable_token
+from jobctl.starter.operations.rpc import temporal_errors
+from jobctl.workflows import names
+from jobctl.workflows.jobstatus import job_time, public_status
+from jobctl.workflows.models import JOB_HANDLER, JOB_NAME, JobStatus
 
 SCAN_LIMIT = 1000
 DESCRIBE_CONCURRENCY = 8

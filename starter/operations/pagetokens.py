@@ -15,7 +15,7 @@ from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.errors import SpecError
+from jobctl.starter.errors import SpecError
 
 NOT_A_TOKEN = ("page_token", "is not a token from a previous page")
 BUSY_PAUSES = (0.2, 0.4, 0.8, 1.6)  # seconds between tries while the server is busy

@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
-from workflows.textclip import ellipsize
+from jobctl.workflows.textclip import ellipsize
 
 MAX_PROBLEMS = 20  # problems reported per payload
 MAX_MESSAGE = 200  # characters of one problem

@@ -19,14 +19,14 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from starter import jobviews
-from starter.errors import JobNotFound, TemporalUnavailable
-from starter.operations.handler_watch import live_workers
-from starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
-from starter.operations.validation import check_not_reserved
-from workflows import names
-from workflows.jobstatus import SETTLED, JobView, public_status
-from workflows.models import (
+from jobctl.starter import jobviews
+from jobctl.starter.errors import JobNotFound, TemporalUnavailable
+from jobctl.starter.operations.handler_watch import live_workers
+from jobctl.starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
+from jobctl.starter.operations.validation import check_not_reserved
+from jobctl.workflows import names
+from jobctl.workflows.jobstatus import SETTLED, JobView, public_status
+from jobctl.workflows.models import (
     JOB_HANDLER,
     JOB_NAME,
     JOB_RUN_AT,

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.errors import (
+from jobctl.starter.errors import (
     InvalidTransition,
     JobNotFound,
     SpecError,

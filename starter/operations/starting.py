@@ -21,25 +21,30 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from connection import build
-from connection.client import task_queue as default_task_queue
-from starter.errors import JobExists, SpecError
-from starter.operations.handler_watch import schedule_warnings
-from starter.operations.handlers import HandlerCatalog, known_handlers
-from starter.operations.rpc import temporal_errors
-from starter.operations.validation import Submission, check_handler, submission
-from starter.operations.wakeplan import MAX_AUTO_LEAD, MIN_DISPATCH_LEAD, WakePlan, covering_lead
-from workflows import cronmath, names
-from workflows.cron_rules import (
+from jobctl.connection import build
+from jobctl.connection.client import task_queue as default_task_queue
+from jobctl.starter.errors import JobExists, SpecError
+from jobctl.starter.operations.handler_watch import schedule_warnings
+from jobctl.starter.operations.handlers import HandlerCatalog, known_handlers
+from jobctl.starter.operations.rpc import temporal_errors
+from jobctl.starter.operations.validation import Submission, check_handler, submission
+from jobctl.starter.operations.wakeplan import (
+    MAX_AUTO_LEAD,
+    MIN_DISPATCH_LEAD,
+    WakePlan,
+    covering_lead,
+)
+from jobctl.workflows import cronmath, names
+from jobctl.workflows.cron_rules import (
     bounded_next_slot,
     cron_details,
     cron_memo,
     cron_search_attributes,
     cron_summary,
 )
-from workflows.job_rules import activity_priority, start_search_attributes
-from workflows.models import JOB_RUN_AT, CronInput, CronState, JobSpec, JobStatus
-from workflows.uitext import job_details, job_summary
+from jobctl.workflows.job_rules import activity_priority, start_search_attributes
+from jobctl.workflows.models import JOB_RUN_AT, CronInput, CronState, JobSpec, JobStatus
+from jobctl.workflows.uitext import job_details, job_summary
 
 __all__ = ["MIN_DISPATCH_LEAD", "Scheduled", "schedule", "start"]
 

@@ -21,11 +21,11 @@ from uuid import uuid4
 
 from pydantic import ValidationError
 
-from starter.errors import SpecError
-from starter.operations.handlers import HandlerCatalog
-from starter.operations.payloads import payload_problems
-from workflows import cronmath
-from workflows.models import (
+from jobctl.starter.errors import SpecError
+from jobctl.starter.operations.handlers import HandlerCatalog
+from jobctl.starter.operations.payloads import payload_problems
+from jobctl.workflows import cronmath
+from jobctl.workflows.models import (
     MAX_NOTE,
     ControlRequest,
     CronUpdate,

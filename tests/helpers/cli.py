@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from click.testing import CliRunner
 
-from starter.cli import run
+from jobctl.starter.cli import run
 
 
 @dataclass(frozen=True)

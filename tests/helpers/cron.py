@@ -9,10 +9,10 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from starter import operations
+from jobctl.starter import operations
+from jobctl.workflows.cron_workflow import CronJobWorkflow
+from jobctl.workflows.models import CronInput, CronReport, parse_spec
 from tests.helpers.poll import eventually
-from workflows.cron_workflow import CronJobWorkflow
-from workflows.models import CronInput, CronReport, parse_spec
 
 
 async def start_cron(

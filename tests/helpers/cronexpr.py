@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from workflows.cronmath import Cron, CronError, parse
+from jobctl.workflows.cronmath import Cron, CronError, parse
 
 
 def field_strategy(low: int, high: int, specials: list[str]) -> st.SearchStrategy[str]:

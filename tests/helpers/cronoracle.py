@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from workflows.cronmath import parse
+from jobctl.workflows.cronmath import parse
 
 
 def wall_matcher(expression: str) -> tuple[timedelta, Callable[[datetime], bool]]:

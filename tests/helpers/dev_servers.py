@@ -11,8 +11,8 @@ from typing import Any, Literal
 import pytest
 from temporalio.client import Client
 
-from connection.client import connect
-from starter.dev.devserver import DevServer
+from jobctl.connection.client import connect
+from jobctl.starter.dev.devserver import DevServer
 
 
 def dev_server_fixtures(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from temporalio.client import Client
 
-from starter import dlq
+from jobctl.starter import dlq
+from jobctl.workflows.models import DlqLogLine
 from tests.helpers.poll import eventually
-from workflows.models import DlqLogLine
 
 POISON_ONCE = {
     "handler": "demo.sleep",

@@ -7,10 +7,10 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from activities.registry import load_handlers
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.workflows.models import JobReport, JobStatus
 from tests.helpers.poll import eventually
-from workflows.models import JobReport, JobStatus
 
 HANDLERS = load_handlers("tests.handlers").names()
 

@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 
-from connection.client import connect_options
-from starter import operations
-from starter.dev.binaries import temporal_cli
-from starter.dev.devserver import die_with_parent, free_port
+from jobctl.connection.client import connect_options
+from jobctl.starter import operations
+from jobctl.starter.dev.binaries import temporal_cli
+from jobctl.starter.dev.devserver import die_with_parent, free_port
 from tests.helpers.cli import jobs_here_blocking
 from tests.helpers.poll import eventually
 

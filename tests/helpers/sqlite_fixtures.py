@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.client import Client
 
-from connection.client import connect
-from starter.dev.devserver import DevServer
+from jobctl.connection.client import connect
+from jobctl.starter.dev.devserver import DevServer
 
 
 @pytest.fixture(scope="module", name="dev_server")

@@ -16,10 +16,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer, Worker
 
-from activities.registry import load_handlers
+from jobctl.activities.registry import load_handlers
+from jobctl.worker import WORKFLOWS, WorkerSettings, build_worker, publish_handlers, sandbox_runner
+from jobctl.workflows import names
 from tests.helpers.poll import eventually
-from worker import WORKFLOWS, WorkerSettings, build_worker, publish_handlers, sandbox_runner
-from workflows import names
 
 
 @asynccontextmanager

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 
 from temporalio.client import Client
 
-from starter import operations
+from jobctl.starter import operations
+from jobctl.workflows import names
 from tests.helpers.poll import eventually
-from workflows import names
 
 # A normal job must finish this long after its run_at (the contract: 10 s).
 NORMAL_JOB_DEADLINE = 10.0

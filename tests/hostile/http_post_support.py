@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from activities.address_guard import IPAddress
-from activities.registry import JobContext
+from jobctl.activities.address_guard import IPAddress
+from jobctl.activities.registry import JobContext
 
 
 @dataclass

@@ -19,10 +19,10 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from starter import operations
-from starter.api import create_app
-from starter.api.errors import ErrorBody
-from starter.api.guards import LOOPBACK_HOSTS
+from jobctl.starter import operations
+from jobctl.starter.api import create_app
+from jobctl.starter.api.errors import ErrorBody
+from jobctl.starter.api.guards import LOOPBACK_HOSTS
 from tests.helpers.dev_servers import dev_server_fixtures
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import (

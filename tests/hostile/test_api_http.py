@@ -27,12 +27,12 @@ import uvicorn
 from fastapi import FastAPI
 from temporalio.client import Client
 
-from starter import operations
-from starter.api import EmbeddedServer, create_app
-from starter.api.errors import ErrorBody
-from starter.api.guards import HOSTS_ENV, LOOPBACK_HOSTS, load_allowed_hosts
-from starter.dev.devserver import free_port
-from starter.errors import JobsError, SpecError
+from jobctl.starter import operations
+from jobctl.starter.api import EmbeddedServer, create_app
+from jobctl.starter.api.errors import ErrorBody
+from jobctl.starter.api.guards import HOSTS_ENV, LOOPBACK_HOSTS, load_allowed_hosts
+from jobctl.starter.dev.devserver import free_port
+from jobctl.starter.errors import JobsError, SpecError
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count

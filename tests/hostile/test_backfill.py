@@ -23,20 +23,20 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError
 
-from starter import operations
-from starter.api import create_app
-from starter.api.errors import ErrorBody
-from starter.api.guards import LOOPBACK_HOSTS
-from starter.dev.devserver import DevServer
-from starter.errors import InvalidTransition, JobNotFound, JobsError, SpecError
-from starter.jobsclient import JobsClient
+from jobctl.starter import operations
+from jobctl.starter.api import create_app
+from jobctl.starter.api.errors import ErrorBody
+from jobctl.starter.api.guards import LOOPBACK_HOSTS
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.starter.errors import InvalidTransition, JobNotFound, JobsError, SpecError
+from jobctl.starter.jobsclient import JobsClient
+from jobctl.workflows import names
+from jobctl.workflows.models import CronReport
 from tests.helpers.cron import report as cron_report
 from tests.helpers.poll import eventually
 from tests.helpers.processes import cli_env, jobs
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
-from workflows import names
-from workflows.models import CronReport
 
 pytestmark = pytest.mark.devserver
 

@@ -22,15 +22,15 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from starter import operations
-from starter.api import create_app
-from starter.api.errors import ErrorBody
-from starter.dev.devserver import DevServer
-from starter.errors import SpecError
+from jobctl.starter import operations
+from jobctl.starter.api import create_app
+from jobctl.starter.api.errors import ErrorBody
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.starter.errors import SpecError
+from jobctl.workflows.models import MAX_PAYLOAD_DEPTH
 from tests.helpers.processes import JOBS, cli_env
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
-from workflows.models import MAX_PAYLOAD_DEPTH
 
 pytestmark = pytest.mark.devserver
 

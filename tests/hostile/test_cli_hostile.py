@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from starter.dev.devserver import DevServer
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.workflows.models import MAX_PAYLOAD_DEPTH
 from tests.helpers.processes import cli_env, jobs
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
-from workflows.models import MAX_PAYLOAD_DEPTH
 
 pytestmark = pytest.mark.devserver
 

@@ -25,14 +25,14 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.registry import load_handlers
-from starter import operations
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.workflows import names
+from jobctl.workflows.models import JobReport, JobStatus
+from jobctl.workflows.models.concurrency import SemaphoreState, concurrency_workflow_id
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
-from workflows import names
-from workflows.models import JobReport, JobStatus
-from workflows.models.concurrency import SemaphoreState, concurrency_workflow_id
 
 pytestmark = [pytest.mark.devserver, pytest.mark.asyncio(loop_scope="session")]
 

@@ -15,10 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from starter.errors import SpecError
-from starter.operations import validate_spec
-from tests.helpers.cronexpr import accepted, expressions
-from workflows.cronmath import (
+from jobctl.starter.errors import SpecError
+from jobctl.starter.operations import validate_spec
+from jobctl.workflows.cronmath import (
     MAX_GAP_DAYS,
     CronError,
     matches,
@@ -27,6 +26,7 @@ from workflows.cronmath import (
     parse,
     upcoming,
 )
+from tests.helpers.cronexpr import accepted, expressions
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
 WHOLE = "(whole expression)"  # the problem is the expression's shape, not one field

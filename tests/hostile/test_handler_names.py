@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.registry import load_handlers
-from starter import operations
-from starter.errors import SpecError
-from starter.operations.handlers import ALLOWED_HANDLERS_ENV
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
+from jobctl.starter.errors import SpecError
+from jobctl.starter.operations.handlers import ALLOWED_HANDLERS_ENV
+from jobctl.worker import WorkerSettings, publish_handlers
+from jobctl.workflows import names
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
-from worker import WorkerSettings, publish_handlers
-from workflows import names
 
 pytestmark = pytest.mark.devserver
 

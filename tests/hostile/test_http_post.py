@@ -21,11 +21,12 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities import http_post as guarded
-from activities.address_guard import AllowList, DestinationRefused
-from activities.builtin import http_post as http_post_handler
-from activities.registry import PermanentError
-from starter import dlq, operations
+from jobctl.activities import http_post as guarded
+from jobctl.activities.address_guard import AllowList, DestinationRefused
+from jobctl.activities.builtin import http_post as http_post_handler
+from jobctl.activities.registry import PermanentError
+from jobctl.starter import dlq, operations
+from jobctl.workflows.models import JobReport, JobStatus
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import normal_job_completes
@@ -38,7 +39,6 @@ from tests.hostile.http_post_support import (
     serve,
     tls_pair,
 )
-from workflows.models import JobReport, JobStatus
 
 ENV = "JOBS_HTTP_ALLOWED_HOSTS"
 

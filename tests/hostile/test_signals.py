@@ -28,13 +28,9 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from starter import dlq, operations
-from starter.dev.devserver import DevServer
-from tests.helpers.poll import eventually
-from tests.helpers.processes import temporal, temporal_signal
-from tests.helpers.temporal import end_singletons, running_worker
-from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
-from workflows.models import (
+from jobctl.starter import dlq, operations
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.workflows.models import (
     CronReport,
     DlqState,
     JobReport,
@@ -42,7 +38,11 @@ from workflows.models import (
     WorkerHandlers,
     parse_spec,
 )
-from workflows.names import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID
+from jobctl.workflows.names import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID
+from tests.helpers.poll import eventually
+from tests.helpers.processes import temporal, temporal_signal
+from tests.helpers.temporal import end_singletons, running_worker
+from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
 
 pytestmark = [pytest.mark.devserver, pytest.mark.asyncio(loop_scope="session")]
 

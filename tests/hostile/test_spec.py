@@ -14,18 +14,11 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.registry import load_handlers
-from starter import board, dlq, operations
-from starter.errors import JobNotFound, SpecError
-from tests.helpers.poll import eventually
-from tests.helpers.temporal import end_singletons, running_worker
-from tests.hostile.common import (
-    assert_nothing_started,
-    normal_job_completes,
-    started_count,
-)
-from worker import WorkerSettings, publish_handlers
-from workflows.models import (
+from jobctl.activities.registry import load_handlers
+from jobctl.starter import board, dlq, operations
+from jobctl.starter.errors import JobNotFound, SpecError
+from jobctl.worker import WorkerSettings, publish_handlers
+from jobctl.workflows.models import (
     JOB_STATUS,
     MAX_PAYLOAD_DEPTH,
     RESERVED_IDS,
@@ -33,8 +26,15 @@ from workflows.models import (
     JobSpec,
     JobStatus,
 )
-from workflows.names import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID
-from workflows.registry_workflow import HandlerRegistryWorkflow
+from jobctl.workflows.names import DLQ_WORKFLOW_ID, REGISTRY_WORKFLOW_ID
+from jobctl.workflows.registry_workflow import HandlerRegistryWorkflow
+from tests.helpers.poll import eventually
+from tests.helpers.temporal import end_singletons, running_worker
+from tests.hostile.common import (
+    assert_nothing_started,
+    normal_job_completes,
+    started_count,
+)
 
 pytestmark = pytest.mark.devserver
 

@@ -17,15 +17,15 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from starter import operations
-from starter.api import create_app
-from starter.api.guards import LOOPBACK_HOSTS
-from starter.dev.devserver import DevServer
-from starter.errors import SpecError
+from jobctl.starter import operations
+from jobctl.starter.api import create_app
+from jobctl.starter.api.guards import LOOPBACK_HOSTS
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.starter.errors import SpecError
+from jobctl.workflows.models import JobStatus
 from tests.helpers.processes import cli_env, jobs
 from tests.helpers.temporal import end_singletons, running_worker
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
-from workflows.models import JobStatus
 
 pytestmark = pytest.mark.devserver
 

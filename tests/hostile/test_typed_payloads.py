@@ -19,10 +19,10 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from starter import operations
-from starter.api import create_app
-from starter.dev.devserver import DevServer
-from starter.errors import SpecError
+from jobctl.starter import operations
+from jobctl.starter.api import create_app
+from jobctl.starter.dev.devserver import DevServer
+from jobctl.starter.errors import SpecError
 from tests.helpers.cli import jobs_here
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers, cli_env

@@ -14,8 +14,13 @@ split by concern; this package is their public surface: ``from workflows.models 
 - :mod:`.search`: the typed search attribute keys (names in :mod:`workflows.names`)
 """
 
-from workflows.models.attempts import AttemptRecord, HeartbeatState, RunJobInput, RunJobResult
-from workflows.models.audit import (
+from jobctl.workflows.models.attempts import (
+    AttemptRecord,
+    HeartbeatState,
+    RunJobInput,
+    RunJobResult,
+)
+from jobctl.workflows.models.audit import (
     AUDIT_LIMIT,
     CONTROL_CUTOFF,
     MAX_NOTE,
@@ -26,7 +31,7 @@ from workflows.models.audit import (
     PauseRequest,
     append_audit,
 )
-from workflows.models.cron import (
+from jobctl.workflows.models.cron import (
     CronInput,
     CronReport,
     CronState,
@@ -36,7 +41,7 @@ from workflows.models.cron import (
     SlotRecord,
     SlotTime,
 )
-from workflows.models.dlq import (
+from jobctl.workflows.models.dlq import (
     MAX_ERROR_CHARS,
     DeadEntry,
     DlqLogLine,
@@ -44,7 +49,7 @@ from workflows.models.dlq import (
     JobRelease,
     ReleaseRequest,
 )
-from workflows.models.ids import (
+from jobctl.workflows.models.ids import (
     HANDLER_PATTERN,
     ID_PATTERN,
     MAX_CRON_ID,
@@ -53,7 +58,7 @@ from workflows.models.ids import (
     check_job_id,
     is_job_id,
 )
-from workflows.models.instants import (
+from jobctl.workflows.models.instants import (
     EARLIEST,
     ISO_EXAMPLE,
     MAX_AHEAD,
@@ -62,9 +67,9 @@ from workflows.models.instants import (
     check_instant,
     parse_instant,
 )
-from workflows.models.job import JobReport, JobState
-from workflows.models.registry import WorkerHandlers
-from workflows.models.search import (
+from jobctl.workflows.models.job import JobReport, JobState
+from jobctl.workflows.models.registry import WorkerHandlers
+from jobctl.workflows.models.search import (
     BUILD_IDS,
     JOB_HANDLER,
     JOB_NAME,
@@ -72,7 +77,7 @@ from workflows.models.search import (
     JOB_STATUS,
     SEARCH_ATTRIBUTES,
 )
-from workflows.models.spec import (
+from jobctl.workflows.models.spec import (
     MAX_PAYLOAD_BYTES,
     MAX_PAYLOAD_DEPTH,
     MIN_BACKOFF_BASE,
@@ -84,7 +89,7 @@ from workflows.models.spec import (
     check_json_tree,
     parse_spec,
 )
-from workflows.models.status import JobStatus
+from jobctl.workflows.models.status import JobStatus
 
 __all__ = [
     "AUDIT_LIMIT",

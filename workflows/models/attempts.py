@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.models.spec import JobSpec
+from jobctl.workflows.models.spec import JobSpec
 
 
 class AttemptRecord(BaseModel):

@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, field_validator
 
-from workflows.models.instants import OffsetDatetime
-from workflows.prestart_check import SHORT_WAIT_CUTOFF
-from workflows.textclip import ellipsize
+from jobctl.workflows.models.instants import OffsetDatetime
+from jobctl.workflows.prestart_check import SHORT_WAIT_CUTOFF
+from jobctl.workflows.textclip import ellipsize
 
 # Pause acts on a job already dispatched to a worker only up to this long before run_at (10 s;
 # longer for an attempt dispatched more than 30 s ahead: workflows.prestart_check).

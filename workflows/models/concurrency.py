@@ -15,8 +15,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from workflows import names
-from workflows.models.spec import DEFAULT_PRIORITY, MAX_CONCURRENCY_LIMIT, PRIORITY_LEVELS
+from jobctl.workflows import names
+from jobctl.workflows.models.spec import DEFAULT_PRIORITY, MAX_CONCURRENCY_LIMIT, PRIORITY_LEVELS
 
 Count = Annotated[int, Strict()]
 Text = Annotated[str, Strict(), Field(min_length=1, max_length=200)]

@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.models.attempts import AttemptRecord
-from workflows.models.audit import MAX_NOTE, AuditEntry
-from workflows.models.instants import Instant
-from workflows.models.spec import CronBoundsReport, JobSpec, Overlap
-from workflows.models.status import JobStatus
+from jobctl.workflows.models.attempts import AttemptRecord
+from jobctl.workflows.models.audit import MAX_NOTE, AuditEntry
+from jobctl.workflows.models.instants import Instant
+from jobctl.workflows.models.spec import CronBoundsReport, JobSpec, Overlap
+from jobctl.workflows.models.status import JobStatus
 
 SlotOutcome = Literal[
     "ran", "skipped", "missed", "paused", "manual", "duplicate", "buffered", "backfilled"

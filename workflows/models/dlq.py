@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from workflows.models.audit import ControlRequest
-from workflows.models.status import JobStatus
-from workflows.textclip import ellipsize
+from jobctl.workflows.models.audit import ControlRequest
+from jobctl.workflows.models.status import JobStatus
+from jobctl.workflows.textclip import ellipsize
 
 MAX_ERROR_CHARS = 500
 

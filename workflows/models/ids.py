@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from workflows import names
+from jobctl.workflows import names
 
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 HANDLER_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.models.attempts import AttemptRecord
-from workflows.models.audit import AuditEntry, ControlRequest
-from workflows.models.spec import SchedulingReport
-from workflows.models.status import JobStatus
+from jobctl.workflows.models.attempts import AttemptRecord
+from jobctl.workflows.models.audit import AuditEntry, ControlRequest
+from jobctl.workflows.models.spec import SchedulingReport
+from jobctl.workflows.models.status import JobStatus
 
 
 class JobReport(SchedulingReport):

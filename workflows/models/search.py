@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey
 
-from workflows import names
+from jobctl.workflows import names
 
 JOB_STATUS = SearchAttributeKey.for_keyword(names.SA_JOB_STATUS)
 JOB_NAME = SearchAttributeKey.for_keyword(names.SA_JOB_NAME)

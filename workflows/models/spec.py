@@ -28,11 +28,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from workflows import cronmath
-from workflows.cronmath import DstGap, DstRepeat
-from workflows.durations import parse_duration
-from workflows.models.ids import HANDLER_PATTERN, MAX_CRON_ID, check_job_id, is_job_id
-from workflows.models.instants import MAX_AHEAD, Instant, door_clock
+from jobctl.workflows import cronmath
+from jobctl.workflows.cronmath import DstGap, DstRepeat
+from jobctl.workflows.durations import parse_duration
+from jobctl.workflows.models.ids import HANDLER_PATTERN, MAX_CRON_ID, check_job_id, is_job_id
+from jobctl.workflows.models.instants import MAX_AHEAD, Instant, door_clock
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_PAYLOAD_DEPTH = 64  # nested objects/arrays, the payload object itself included
