@@ -63,7 +63,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 import jobctl
 from jobctl import workflows
-from jobctl.activities.dlq import AlertActivities, park_in_dlq, report_to_dlq
+from jobctl.activities.dlq import AlertActivities, park_in_dlq
 from jobctl.activities.job_worker import JobWorker, handler_workers
 from jobctl.activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE, LoopWatchdog, exit_now
 from jobctl.activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
@@ -239,9 +239,8 @@ def build_worker(
     # path) goes with the workflows.
     activities: list[Callable[..., Any]] = [read_attempt_log] if runs_workflows else []
     if settings.role != "workflows":
-        # run_job here serves only attempts that older workflow code routed to this queue;
-        # attempts wait on their handler's queue (activities/job_worker.py).
-        activities += [jobs.run_job, park_in_dlq, report_to_dlq, alerts.notify_dead_jobs]
+        # Attempts wait on their handler's queue (activities/job_worker.py), not here.
+        activities += [park_in_dlq, alerts.notify_dead_jobs]
     # What the job queue's worker and the handlers' share (activities/job_worker.py).
     shared: dict[str, Any] = dict(
         # Attempts waiting for their run_at hold no handler slot (see JobActivities).

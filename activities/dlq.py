@@ -3,7 +3,6 @@
 A workflow cannot signal-with-start another workflow. A job signals the running DLQ directly
 (one signal); only when that fails (first park ever, or after someone terminated the DLQ) does
 it park through ``park_in_dlq``, which starts the DLQ and signals it in one call.
-``report_to_dlq`` serves jobs whose history already chose it (before the direct signals).
 
 ``jobs_dead`` is counted by the DLQ's alert activity, once per parked entry (on the batch's
 first attempt), whichever way the park arrived.
@@ -20,7 +19,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from jobctl.activities.metrics import record_dead
 from jobctl.activities.notify import Notifier
 from jobctl.workflows import names
-from jobctl.workflows.models import DeadEntry, DlqState, JobRelease
+from jobctl.workflows.models import DeadEntry, DlqState
 
 # Two signal-with-starts racing to start the DLQ can be answered "already started" (seen on the
 # time-skipping server: two jobs parked at once with no DLQ running); the next call signals the
@@ -52,12 +51,6 @@ async def signal_dlq(signal: str, arg: Any) -> None:
 async def park_in_dlq(entry: DeadEntry) -> None:
     """Signal-with-start ``park`` on the DLQ."""
     await signal_dlq(names.SIGNAL_PARK, entry)
-
-
-@activity.defn(name=names.REPORT_TO_DLQ)
-async def report_to_dlq(release: JobRelease) -> None:
-    """Tell the DLQ what a requeue or discard did to this job."""
-    await signal_dlq(names.SIGNAL_JOB_RELEASED, release)
 
 
 class AlertActivities:

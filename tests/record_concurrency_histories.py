@@ -1,4 +1,4 @@
-"""Record the replay histories of concurrency limits (``tests/histories/c1-*.json``).
+"""Record the replay histories of concurrency limits (``tests/histories/r1c-*.json``).
 
     python -m tests.record_concurrency_histories
 
@@ -85,4 +85,4 @@ async def record(prefix: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record(sys.argv[1] if len(sys.argv) > 1 else "c1"))
+    asyncio.run(record(sys.argv[1] if len(sys.argv) > 1 else "r1c"))

@@ -3,14 +3,11 @@
     python -m tests.record_histories [PREFIX]
 
 Runs each scenario on a fresh dev server with an in-process worker and saves every workflow's
-history, named ``PREFIX-...`` (default ``h``). Never re-record an existing prefix: the point
+history, named ``PREFIX-...`` (default ``r1``). Never re-record an existing prefix: the point
 of the committed files is that a code change which would break workflows already running
-fails CI (``tests/test_replay.py``). Record a new generation under a new prefix when the
-workflows gain new shapes, and keep the old ones: ``h`` is the first generation, ``v2`` adds
-operator notes and actors, and a pre-dispatched job; ``v3`` (issue 14: JobStatus written only
-where listings filter on it) adds a job cancelled while it waited out a retry backoff; ``v4``
-(the ``cron-lean-waits`` patch) has crons that start a slot's job ahead, without a timer, and
-a ``skip`` cron whose slots outlast its interval.
+fails CI (``tests/test_replay.py``). ``r1`` is the one generation of 1.0.0; a change to
+workflow code follows docs/ARCHITECTURE.md, "Changing workflow code" (a patch, a new
+generation under a new prefix, the old ones kept).
 """
 
 from __future__ import annotations
@@ -71,10 +68,10 @@ async def save(handle: WorkflowHandle[Any, Any], name: str) -> None:
     print(f"saved {name}: {len(history.events)} events")
 
 
-async def record(client: Client, prefix: str) -> None:
+async def record_jobs(client: Client, prefix: str) -> list[str]:
+    """One-shots through retries, controls, pre-dispatch, cancels and the DLQ; their ids."""
     handlers = load_handlers().names()
     schedule = operations.schedule
-    notes = prefix != "h"  # the first generation predates operator notes
 
     retried = await schedule(
         client,
@@ -93,14 +90,9 @@ async def record(client: Client, prefix: str) -> None:
         {"id": f"{prefix}-controls", "name": "controls", "handler": "log", "delay": "1h"},
         handlers,
     )
-    if notes:
-        await operations.pause(client, controlled.job_id, note="hold", actor="recorder")
-        await operations.resume(client, controlled.job_id, note="go", actor="recorder")
-        await operations.trigger(client, controlled.job_id, note="now", actor="recorder")
-    else:
-        await operations.pause(client, controlled.job_id)
-        await operations.resume(client, controlled.job_id)
-        await operations.trigger(client, controlled.job_id)
+    await operations.pause(client, controlled.job_id, note="hold", actor="recorder")
+    await operations.resume(client, controlled.job_id, note="go", actor="recorder")
+    await operations.trigger(client, controlled.job_id, note="now", actor="recorder")
     dispatched = await schedule(
         client,
         {
@@ -125,10 +117,7 @@ async def record(client: Client, prefix: str) -> None:
         handlers,
     )
     await wait_status(client, cancelled.job_id, JobStatus.RUNNING)
-    if notes:
-        await operations.cancel(client, cancelled.job_id, note="stop", actor="recorder")
-    else:
-        await operations.cancel(client, cancelled.job_id)
+    await operations.cancel(client, cancelled.job_id, note="stop", actor="recorder")
     dead = await schedule(
         client,
         {
@@ -140,35 +129,35 @@ async def record(client: Client, prefix: str) -> None:
         },
         handlers,
     )
-    backed_off = None
-    if prefix not in ("h", "v2"):
-        backed_off = await schedule(
-            client,
-            {
-                "id": f"{prefix}-cancelled-backoff",
-                "name": "cancel in backoff",
-                "handler": "demo.sleep",
-                "payload": {"seconds": 0, "fail_times": 5},
-                "delay": 0,
-                "backoff_base": 600,
-                "backoff_max": 600,
-            },
-            handlers,
-        )
-        await wait_backoff(client, backed_off.job_id)
-        await operations.cancel(client, backed_off.job_id, note="stop", actor="recorder")
+    backed_off = await schedule(
+        client,
+        {
+            "id": f"{prefix}-cancelled-backoff",
+            "name": "cancel in backoff",
+            "handler": "demo.sleep",
+            "payload": {"seconds": 0, "fail_times": 5},
+            "delay": 0,
+            "backoff_base": 600,
+            "backoff_max": 600,
+        },
+        handlers,
+    )
+    await wait_backoff(client, backed_off.job_id)
+    await operations.cancel(client, backed_off.job_id, note="stop", actor="recorder")
     await wait_status(client, dead.job_id, JobStatus.DEAD)
-    if notes:
-        request = ReleaseRequest(job_id=dead.job_id, actor="recorder", note="fixed")
-        await client.get_workflow_handle(DLQ_WORKFLOW_ID).signal("requeue", request)
-    else:
-        await client.get_workflow_handle(DLQ_WORKFLOW_ID).signal("requeue", dead.job_id)
+    request = ReleaseRequest(job_id=dead.job_id, actor="recorder", note="fixed")
+    await client.get_workflow_handle(DLQ_WORKFLOW_ID).signal("requeue", request)
     for job_id in (retried.job_id, controlled.job_id, dead.job_id, dispatched.job_id):
         await wait_status(client, job_id, JobStatus.DONE)
     await wait_status(client, cancelled.job_id, JobStatus.CANCELLED)
-    if backed_off is not None:
-        await wait_status(client, backed_off.job_id, JobStatus.CANCELLED)
+    await wait_status(client, backed_off.job_id, JobStatus.CANCELLED)
+    jobs = (retried, controlled, cancelled, dead, dispatched, backed_off)
+    return [job.job_id for job in jobs]
 
+
+async def record(client: Client, prefix: str) -> None:
+    job_ids = await record_jobs(client, prefix)
+    handlers = load_handlers().names()
     now = datetime.now(UTC)
     spec = parse_spec(
         {"name": "every second", "handler": "log", "cron": "* * * * * *", "overlap": "allow_all"},
@@ -185,10 +174,7 @@ async def record(client: Client, prefix: str) -> None:
             if status.generation >= 2:
                 break
             await asyncio.sleep(0.5)
-    if notes:
-        await operations.pause(client, spec.id, note="enough", actor="recorder")
-    else:
-        await operations.pause(client, spec.id)
+    await operations.pause(client, spec.id, note="enough", actor="recorder")
     skipping = await skip_cron(client, prefix)
     await client.start_workflow(
         HandlerRegistryWorkflow.run,
@@ -200,10 +186,8 @@ async def record(client: Client, prefix: str) -> None:
     )
     await asyncio.sleep(1)
 
-    jobs = (retried, controlled, cancelled, dead) + ((dispatched,) if notes else ())
-    jobs += (backed_off,) if backed_off is not None else ()
-    for job in jobs:
-        await save(client.get_workflow_handle(job.job_id), job.job_id)
+    for job_id in job_ids:
+        await save(client.get_workflow_handle(job_id), job_id)
     await save(client.get_workflow_handle(DLQ_WORKFLOW_ID), f"{prefix}-dead-letter-queue")
     await save(client.get_workflow_handle(REGISTRY_WORKFLOW_ID), f"{prefix}-handler-registry")
     info = (await cron.describe()).raw_description.workflow_execution_info
@@ -252,4 +236,4 @@ async def main(prefix: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "h"))
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "r1"))

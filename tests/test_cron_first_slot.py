@@ -20,7 +20,7 @@ from jobctl.starter import operations
 from jobctl.workflows import cronmath
 from jobctl.workflows.cron_workflow import CronJobWorkflow
 from jobctl.workflows.models import CronInput, CronReport, CronUpdate, JobStatus, parse_spec
-from jobctl.workflows.names import MEMO_SCHEDULE, PATCH_SLOTS_FROM_START
+from jobctl.workflows.names import MEMO_SCHEDULE
 from tests.helpers.cron import report, settle, time_skipping_lead
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import assert_replays, running_worker
@@ -89,14 +89,14 @@ async def test_the_promised_first_slot_runs_when_the_first_workflow_task_comes_l
     [record] = [r for r in final.recent_slots if r.slot == promised]
     assert record.status == JobStatus.DONE
 
-    # A bare start took the patched branch (the starter's state needs none); it replays.
+    # Either way the same code path: no patch marker (none since 1.0); it replays.
     history = await ts_env.client.get_workflow_handle(spec.id).fetch_history()
     patches = [
         json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
     ]
-    assert (PATCH_SLOTS_FROM_START in patches) == (started_by == "bare")
+    assert patches == []
     await assert_replays(history)
 
 

@@ -34,7 +34,12 @@ CASES: list[tuple[str, Facts, JobStatus, str | None]] = [
     ("canceled", Facts("canceled", "cancelled"), JobStatus.CANCELLED, None),
     ("terminated", Facts("terminated", "scheduled"), JobStatus.CANCELLED, "terminated"),
     ("discarded (new runs)", Facts("failed", "discarded"), JobStatus.DISCARDED, None),
-    ("discarded (old runs kept dead)", Facts("failed", "dead"), JobStatus.DISCARDED, None),
+    (
+        "failed while dead, not discarded",
+        Facts("failed", "dead"),
+        JobStatus.DEAD,
+        "the run ended (it cannot be requeued)",
+    ),
     (
         "discarded by failure type",
         Facts("failed", None, failure_type="JobDiscarded"),

@@ -109,9 +109,8 @@ async def test_a_cron_slot_costs_one_timer_and_a_child_start_and_nothing_else(
     assert count(parent, E.EVENT_TYPE_TIMER_CANCELED) == 0
     assert signals(parent) == []
     # No JobRunAt per slot, no JobStatus=cancelled at the end (the execution status says
-    # it): the upserts are the SDK's TemporalChangeVersion, one per patch id the run asks
-    # (lean-cron-slot, cron-lean-waits): per run, not per slot, and free.
-    assert upserted_keys(parent) == [["TemporalChangeVersion"]] * 2
+    # it), and no patch marker since 1.0: no upsert at all.
+    assert upserted_keys(parent) == []
     for child in children:
         assert sent_signals(child) == []
         started = child.events[0].workflow_execution_started_event_attributes
@@ -145,7 +144,7 @@ async def test_buffered_slot_starts_when_the_child_ends_without_a_timer(
     # A buffered slot starts once its predecessor has ended: that end came by completion.
     assert JobStatus.DONE in {r.status for r in ran if r.slot in started}
     assert signals(parent) == []
-    # No timer at all (cron-lean-waits): every slot is due within 10 s of the end that
+    # No timer at all: every slot is due within 10 s of the end that
     # decides it, so it is buffered (or skipped) at that end and started at once. Before:
     # one timer per slot the cron looked at.
     assert count(parent, E.EVENT_TYPE_TIMER_STARTED) == 0

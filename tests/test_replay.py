@@ -54,7 +54,7 @@ async def test_current_code_replays_the_recorded_history(path: Path) -> None:
 
 
 async def test_an_incompatible_change_is_caught() -> None:
-    path = next(p for p in HISTORIES if p.stem == "h-retries")
+    path = next(p for p in HISTORIES if p.stem == "r1-retries")
     result = await replayer(ChangedJobWorkflow).replay_workflow(
         load(path), raise_on_replay_failure=False
     )

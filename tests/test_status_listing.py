@@ -23,10 +23,8 @@ from jobctl.starter import dlq, operations, render
 from jobctl.starter.board import Snapshot
 from jobctl.starter.errors import InvalidTransition
 from jobctl.starter.operations import readback
-from jobctl.workflows.job_rules import start_search_attributes
-from jobctl.workflows.job_workflow import JobWorkflow
 from jobctl.workflows.jobstatus import JobView
-from jobctl.workflows.models import JobStatus, parse_spec
+from jobctl.workflows.models import JobStatus
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import end_singletons, running_worker
 
@@ -132,25 +130,10 @@ async def jobs(dev_client: Client) -> AsyncIterator[Jobs]:
         await dev_client.start_workflow(
             "JobWorkflow", {"bogus": 1}, id=made.ids["ended"], task_queue=made.queue
         )
-        # A run from before the lean status carried JobStatus=running once dispatched: one
-        # that says so while it waits for its run_at is scheduled, by the same rule.
-        made.ids["old-running"] = new_id("old-running")
-        spec = parse_spec(
-            {"id": made.ids["old-running"], "name": "old", "handler": "log", "delay": 3600},
-            datetime.now(UTC),
-            new_id="unused",
-        )
-        await dev_client.start_workflow(
-            JobWorkflow.run,
-            spec,
-            id=spec.id,
-            task_queue=made.queue,
-            search_attributes=start_search_attributes(spec, JobStatus.RUNNING),
-        )
         await reaches(dev_client, made.ids["discarded"], JobStatus.DEAD)
         await dlq.release(dev_client, made.ids["discarded"], "discard", actor="test")
         yield made
-        for label in ("running", "retrying", "scheduled", "paused", "old-running"):
+        for label in ("running", "retrying", "scheduled", "paused"):
             await operations.cancel(dev_client, made.ids[label], actor="test")
     await dev_client.get_workflow_handle(idle.ids["pending"]).terminate("test over")
     await dev_client.get_workflow_handle(idle.ids["cancelling"]).terminate("test over")
@@ -171,7 +154,6 @@ EXPECTED = [
     ("dead", JobStatus.DEAD),
     ("discarded", JobStatus.DISCARDED),
     ("ended", JobStatus.DEAD),
-    ("old-running", JobStatus.SCHEDULED),
 ]
 
 

@@ -89,8 +89,8 @@ class CronControls(CronWaits):
         self.state.last_slot = max(self.state.last_slot, workflow.now())
         self.planned = None
         self.controls_seen += 1
-        if self.lean:  # listings compute the next run from it
-            workflow.upsert_memo({names.MEMO_SCHEDULE: cron_memo(self.spec)})
+        # Listings compute the next run from it.
+        workflow.upsert_memo({names.MEMO_SCHEDULE: cron_memo(self.spec)})
         changed = ", ".join(f"{key} {value}" for key, value in updates.items())
         self._audit("update", ControlRequest(actor=change.actor, note=change.note), changed)
         return self.report()
@@ -189,6 +189,5 @@ class CronControls(CronWaits):
             return
         # A parked child signals its later ends too: no need to wait for its completion.
         self.tracked.discard(report.job_id)
-        # Lean runs wake on what the end changes (see _changed_since), not on every report.
-        if self._slot_ended(report.job_id, report.status) and not self.lean:
-            self.controls_seen += 1
+        # The run wakes on what the end changes (see _changed_since), not on every report.
+        self._slot_ended(report.job_id, report.status)

@@ -14,7 +14,6 @@ from temporalio import workflow
 
 import jobctl.workflows.cronmath as cronmath
 import jobctl.workflows.inbox as inbox
-from jobctl.workflows import names
 from jobctl.workflows.cron_rules import (
     MAX_BACKLOG_RECORDS,
     NEXT_SLOTS,
@@ -49,9 +48,6 @@ class CronCore:
     cancelled: bool
     cancel_noted: bool  # the cancel_requested signal recorded who and why
     planned: tuple[datetime, datetime] | None  # (slot, fire time with jitter)
-    next_run_upserted: datetime | None
-    lean_decided: bool | None  # see lean
-    lean_waits: bool  # waits that need no timer (names.PATCH_LEAN_WAITS): _start_at, _lazy_overlap
     overlap_wait: bool  # waiting (no timer) for the running slot's end: see _lazy_overlap
     slot_end: datetime | None  # when the latest running slot ended (see _slot_ended)
     tracked: set[str]  # children of this run whose completion reports their end
@@ -59,15 +55,6 @@ class CronCore:
     cancel_sent: set[str]  # cancel_other: children this run asked to cancel
     ended: str | None  # why the schedule is over (its bounds), once it is
     over: bool  # the bounds allow no further scheduled slot (the cron ends once idle)
-
-    @property
-    def lean(self) -> bool:
-        """Whether this run ends slots by completion (names.PATCH_LEAN_CRON). Decided at first
-        use: at the start of run(), or earlier by a handler that a message in the cron's first
-        workflow task runs before run() (runs recorded before that asked the patch in run())."""
-        if self.lean_decided is None:
-            self.lean_decided = workflow.patched(names.PATCH_LEAN_CRON)
-        return self.lean_decided
 
     def _started_ahead(self) -> list[datetime]:
         """Slots whose job has started and is waiting for the slot's time (shown as next)."""
@@ -82,15 +69,8 @@ class CronCore:
     def _created(self) -> datetime:
         """Where the first run counts slots from: when the server started the cron, so slots
         due before its first workflow task (no worker had polled yet) run or are recorded as
-        missed, as after any outage. Runs before the patch counted from that first task and
-        neither ran nor recorded the slots in between (the starter's promised first one too).
-        The patch is asked only when a slot lies in between: otherwise both instants lead to
-        the same slots, and the run stays as it was (no marker)."""
-        info = workflow.info()
-        started, first_task = info.workflow_start_time, info.start_time
-        if self._next_slot(started) == self._next_slot(first_task):
-            return first_task
-        return started if workflow.patched(names.PATCH_SLOTS_FROM_START) else first_task
+        missed, as after any outage."""
+        return workflow.info().workflow_start_time
 
     def _next_slot(self, after: datetime) -> datetime | None:
         """The next slot within the bounds, or None when there is none (for display and for

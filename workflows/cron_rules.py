@@ -93,13 +93,6 @@ def backfill_start(first: datetime) -> datetime:
     return first - _TICK
 
 
-def drop_outcome(task: asyncio.Future[Any]) -> None:
-    """Read a child's end only to drop it (a cancelled slot would otherwise log "exception
-    never retrieved")."""
-    if not task.cancelled():
-        task.exception()
-
-
 def child_outcome(task: asyncio.Future[Any]) -> JobStatus:
     """How a slot's child ended, from its completion: done, cancelled, discarded or dead."""
     if task.cancelled():

@@ -2,7 +2,7 @@
 kept across wake-ups), for a control, or for what a slot's end changes; and when a wait is
 over (a control, a rotation, a buffered slot, a slot that may start ahead, a backfill).
 
-Waits that need no timer (runs since the ``cron-lean-waits`` patch): with no slot running, a
+Waits that need no timer: with no slot running, a
 slot's job starts up to 10 s before the slot's time (:func:`workflows.cron_rules.start_ahead`),
 and under ``skip`` / ``buffer_one`` a slot that comes due while another runs is decided when
 that one ends. Workflow code."""
@@ -24,7 +24,7 @@ from jobctl.workflows.uitext import clip
 class CronWaits(CronCore):
     def _start_at(self, fire_at: datetime) -> datetime:
         """When a slot's job may start if no other slot runs (see cron_rules.start_ahead)."""
-        return fire_at - start_ahead(self.spec) if self.lean_waits else fire_at
+        return fire_at - start_ahead(self.spec)
 
     def _ahead_ready(self) -> bool:
         """The planned slot's job may start now: its start time has come, no slot runs and
@@ -42,7 +42,7 @@ class CronWaits(CronCore):
         that one ends (free: its completion), exactly as at the slot's time (a timer), so a
         running slot costs no timer; ``allow_all`` and ``cancel_other`` act at the slot's
         time."""
-        return self.lean_waits and self.spec.overlap in ("skip", "buffer_one")
+        return self.spec.overlap in ("skip", "buffer_one")
 
     def _overlapped(self, fire_at: datetime, slot: datetime) -> bool:
         """After a wait for the running slot's end: the slots due before that end get the
@@ -105,13 +105,11 @@ class CronWaits(CronCore):
             )
 
     def _changed_since(self, seen: int) -> Callable[[], bool]:
-        if not self.lean:
-            return lambda: self.controls_seen != seen or self._time_to_rotate() or self._wake()
         return lambda: (
             self.controls_seen != seen
             or (self._time_to_rotate() and (not self.tracked or self._must_rotate()))
             or (self.state.buffered is not None and not self.state.running)
-            or (self.lean_waits and self._ahead_ready())
+            or self._ahead_ready()
             or (self.overlap_wait and not self.state.running and not self.state.paused)
             or self._wake()
         )

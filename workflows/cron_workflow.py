@@ -6,7 +6,7 @@ constraint: a slot can never run twice, and an attempt to is recorded as ``dupli
 Children outlive the cron (ABANDON): cancelling a cron stops further slots and lets a running
 one finish.
 
-How a slot's end reaches the cron (runs since the ``lean-cron-slot`` patch): the child's
+How a slot's end reaches the cron: the child's
 completion, which Temporal records in the run that started it at no cost. Such children carry
 the memo ``slot_end: completion`` and send no signal, except when they park (a dead job stays
 open) and for how they end after a park. A run continues-as-new only once the children it
@@ -14,11 +14,9 @@ tracks that way have ended (it keeps scheduling meanwhile; children started then
 ``slot_finished`` signal, addressed to the cron's workflow id, so the report reaches whichever
 run is current); past twice the event budget it rotates anyway and stops tracking them. Each
 slot costs one timer at most (kept across wake-ups), and ``JobRunAt`` is not upserted per slot:
-readers compute a cron's next run from its spec. Older runs (no patch marker) keep the earlier
-shape: every child signals ``slot_finished``, which wakes the wait, and ``JobRunAt`` follows
-each slot.
+readers compute a cron's next run from its spec.
 
-Waits without a timer (runs since the ``cron-lean-waits`` patch; :mod:`workflows.cron_waits`):
+Waits without a timer (:mod:`workflows.cron_waits`):
 with no slot running, a slot's job starts up to 10 s before the slot's time and waits in its
 worker like any pre-dispatched job, so a cron whose slots follow each other within 10 s needs
 no timer at all; under ``skip`` / ``buffer_one`` a slot that comes due while another runs is
@@ -62,14 +60,11 @@ with workflow.unsafe.imports_passed_through():
         bounded_next_slot,
         child_end,
         child_outcome,
-        drop_outcome,
         tick_spec,
         tick_summary,
     )
     from jobctl.workflows.job_rules import start_search_attributes
     from jobctl.workflows.models import (
-        JOB_RUN_AT,
-        JOB_STATUS,
         CronInput,
         CronState,
         JobStatus,
@@ -99,15 +94,12 @@ class CronJobWorkflow(CronControls):
         self.cancelled = False
         self.cancel_noted = False
         self.planned = None
-        self.next_run_upserted = None
         self.tracked = set()
         self.slot_timer = None
         self.cancel_sent = set()
         self.ended = None
         self.over = False
         self._load_schedule()
-        self.lean_decided = None
-        self.lean_waits = False
         self.overlap_wait = False
         self.slot_end = None
         # Here, not in run(): an update that reaches a new cron in its first workflow task
@@ -117,10 +109,6 @@ class CronJobWorkflow(CronControls):
 
     @workflow.run
     async def run(self, *args: Any) -> None:
-        # Decided here at the latest (where runs before it recorded the patch); a handler run
-        # earlier in the first workflow task may have decided it already.
-        self.lean_decided = self.lean
-        self.lean_waits = self.lean and workflow.patched(names.PATCH_LEAN_WAITS)
         try:
             while self.ended is None:
                 if self._time_to_rotate() and (not self.tracked or self._must_rotate()):
@@ -140,10 +128,6 @@ class CronJobWorkflow(CronControls):
                 self._decide_overlapped_now()
                 self._note_cancellation("no further slots")
                 self.cancelled = True
-                if not self.lean:
-                    workflow.upsert_search_attributes(
-                        [JOB_STATUS.value_set(JobStatus.CANCELLED.value)]
-                    )
                 self._show()
             raise
 
@@ -193,15 +177,12 @@ class CronJobWorkflow(CronControls):
         self.overlap_wait = False
         if self._backfill_ready():
             await self._backfill_step()
-        elif now >= start_at and self._lazy_overlap():  # lean_waits runs only (lean ones)
+        elif now >= start_at and self._lazy_overlap():
             self.overlap_wait = True  # the running slot's end decides this one
             await self._wait_for_control(None, "")
-        elif self.lean:
+        else:
             wake_at = start_at if now < start_at else fire_at
             await self._wait_for_slot(wake_at, f"next slot {self._when(slot)}")
-        else:
-            self._publish_next_run(slot)
-            await self._wait_for_control(fire_at, f"next slot {self._when(slot)}")
 
     async def _due(self, slot: datetime, fire_at: datetime) -> None:
         """The planned slot is due (or may start ahead): start it, or record why not."""
@@ -288,12 +269,11 @@ class CronJobWorkflow(CronControls):
                     self._record(slot, "skipped", detail="one slot is already buffered")
                 return
             if policy == "cancel_other":
-                # Each child once (lean runs): a cancel takes a while to settle (the handler
+                # Each child once: a cancel takes a while to settle (the handler
                 # sees it within its cancel latency); a second request adds nothing, and the
                 # test server fails the task for it.
                 for job_id in [j for j in self.state.running if j not in self.cancel_sent]:
-                    if self.lean:
-                        self.cancel_sent.add(job_id)
+                    self.cancel_sent.add(job_id)
                     with contextlib.suppress(Exception):  # already finished: nothing to cancel
                         await workflow.get_external_workflow_handle(job_id).cancel()
         await self._start(slot, "ran")
@@ -305,7 +285,7 @@ class CronJobWorkflow(CronControls):
         try:
             # While a rotation waits, new children report by signal (this run will not see
             # their completion).
-            by_completion = self.lean and not self._time_to_rotate()
+            by_completion = not self._time_to_rotate()
             child = await workflow.start_child_workflow(
                 JobWorkflow.run,
                 tick,
@@ -322,14 +302,9 @@ class CronJobWorkflow(CronControls):
                     f"({code(self.cron.expression)} in {self.spec.timezone})",
                 ),
             )
-            if self.lean:
-                child.add_done_callback(functools.partial(self._child_ended, job_id))
-                if by_completion:
-                    self.tracked.add(job_id)
-            else:
-                # The slot reports its end by signal; its result here is read only to be
-                # dropped (a cancelled slot would otherwise log "exception never retrieved").
-                child.add_done_callback(drop_outcome)
+            child.add_done_callback(functools.partial(self._child_ended, job_id))
+            if by_completion:
+                self.tracked.add(job_id)
         except WorkflowAlreadyStartedError:
             workflow.logger.error(
                 "slot %s of cron %s already has a job; not starting it twice",
@@ -342,24 +317,13 @@ class CronJobWorkflow(CronControls):
         self._record(slot, outcome, job_id, JobStatus.RUNNING)
 
     def _slot_memo(self, by_completion: bool) -> dict[str, str] | None:
-        """A slot job's memo: lean runs give it the lean shape (no patch marker in the child)
-        and, unless a rotation waits, tell it that its completion is its report."""
-        if not self.lean:
-            return None
-        memo = {names.MEMO_SHAPE: names.LEAN_SHAPE}
-        if by_completion:
-            memo[names.MEMO_SLOT_END] = names.SLOT_END_BY_COMPLETION
-        return memo
+        """A slot job's memo: unless a rotation waits, its completion is its report."""
+        return {names.MEMO_SLOT_END: names.SLOT_END_BY_COMPLETION} if by_completion else None
 
     def _child_ended(self, job_id: str, task: asyncio.Future[Any]) -> None:
         """A child of this run completed (free: Temporal records it in this run's history)."""
         self.tracked.discard(job_id)
         self._slot_ended(job_id, child_outcome(task), child_end(task))
-
-    def _publish_next_run(self, slot: datetime) -> None:
-        if self.next_run_upserted != slot:
-            self.next_run_upserted = slot
-            workflow.upsert_search_attributes([JOB_RUN_AT.value_set(slot)])
 
     def _snapshot(self) -> CronState:
         state = self.state.model_copy(update={"generation": self.state.generation + 1}, deep=True)

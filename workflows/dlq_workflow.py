@@ -5,9 +5,7 @@ discard does, then reports back. The DLQ is the index of recently parked jobs, t
 every park / requeue / discard, and the alerting point:
 
 * ``park(DeadEntry)`` (one signal from the job; a signal-with-start through the
-  ``park_in_dlq`` activity only when no DLQ runs): index it and queue an alert, unless the
-  entry says its alert was written (``alerted``: set only by workers before this release,
-  whose last attempt logged it; honoured for the rounds they ended until 1.0 drops it);
+  ``park_in_dlq`` activity only when no DLQ runs): index it and queue an alert;
 * ``requeue(job_id)`` / ``discard(job_id)`` (a human, e.g. with the bare ``temporal`` CLI):
   forwarded to the job; the job answers with ``job_released`` (one signal) and the index
   follows. A requeue or discard sent to the job itself is reported the same way;
@@ -130,9 +128,6 @@ class DeadLetterQueueWorkflow:
         while len(self.parked) > MAX_ENTRIES:
             del self.parked[next(iter(self.parked))]  # oldest; it stays listed by visibility
         self._record("parked", entry.job_id, f"after {entry.attempts} attempts: {entry.last_error}")
-        if entry.alerted:  # an older worker's last attempt logged it: no activity
-            self._record("alerted", detail=f"{entry.job_id}, by its last attempt's worker log")
-            return
         self.pending_alerts.append(entry)
         dropped = len(self.pending_alerts) - MAX_PENDING_ALERTS
         if dropped > 0:

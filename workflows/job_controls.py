@@ -77,8 +77,8 @@ class JobControls(JobDlqPath):
         self.state.triggered = True
         self.state.paused_until = None
         self.state.controls_seen += 1
-        if self._lean_status():  # listings tell a due job by its JobRunAt: this one is due now
-            workflow.upsert_search_attributes([JOB_RUN_AT.value_set(workflow.now())])
+        # Listings tell a due job by its JobRunAt: this one is due now.
+        workflow.upsert_search_attributes([JOB_RUN_AT.value_set(workflow.now())])
         self._audit("trigger", request, "runs now")
         return self.report()
 

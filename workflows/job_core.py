@@ -11,7 +11,6 @@ from temporalio import workflow
 
 import jobctl.workflows.inbox as inbox
 import jobctl.workflows.job_text as job_text
-from jobctl.workflows import names
 from jobctl.workflows.job_rules import listed_status, start_search_attributes, unnoted_cancellation
 from jobctl.workflows.models import (
     JOB_NAME,
@@ -36,18 +35,9 @@ class JobCore:
             self._list(status)
         self._show()
 
-    def _lean_status(self) -> bool:
-        """Whether this run writes JobStatus only where listings filter on it (decided once:
-        runs recorded before names.PATCH_LEAN_STATUS upserted every state)."""
-        if self.state.lean is None:
-            marked = workflow.memo_value(names.MEMO_SHAPE, None) == names.LEAN_SHAPE
-            # A job started without the memo (by hand, or by an older starter) asks the patch.
-            self.state.lean = marked or workflow.patched(names.PATCH_LEAN_STATUS)
-        return self.state.lean
-
     def _list(self, status: JobStatus) -> None:
         """Write ``status`` to visibility's JobStatus, if a listing needs it and it changed."""
-        shown = listed_status(status) if self._lean_status() else status
+        shown = listed_status(status)
         if shown is not None and shown != self.state.listed:
             self.state.listed = shown
             workflow.upsert_search_attributes([JOB_STATUS.value_set(shown.value)])

@@ -40,21 +40,14 @@ class JobDlqPath(JobCore):
             last_error=self.state.last_error,
             parked_at=self.state.parked_at,
             round=self.state.round,
-            alerted=self.state.alerted,
         )
         workflow.upsert_memo({names.MEMO_DLQ: entry.model_dump(mode="json")})
         summary = f"park in the dead-letter queue after {entry.attempts} attempt(s)"
-        # Runs under PATCH_LEAN_STATUS reach a running DLQ by one signal (older runs used the
-        # activity every time). One patch for both: each patch id a run uses costs it an
-        # upsert of TemporalChangeVersion.
-        if self._lean_status():
-            try:  # the DLQ runs (every park but the first): one signal
-                dlq = workflow.get_external_workflow_handle(names.DLQ_WORKFLOW_ID)
-                await dlq.signal(names.SIGNAL_PARK, entry)
-            except FailureError:  # no DLQ yet (or it was terminated): signal-with-start it
-                await self._tell_dlq(names.PARK_IN_DLQ, entry, summary)
-        else:
-            await self._tell_dlq(names.PARK_IN_DLQ, entry, summary)
+        try:  # the DLQ runs (every park but the first): one signal
+            dlq = workflow.get_external_workflow_handle(names.DLQ_WORKFLOW_ID)
+            await dlq.signal(names.SIGNAL_PARK, entry)
+        except FailureError:  # no DLQ yet (or it was terminated): signal-with-start it
+            await self._tell_dlq(entry, summary)
         await self._tell_parent()
 
     async def _await_release(self) -> None:
@@ -69,8 +62,7 @@ class JobDlqPath(JobCore):
         self.state.parked_at = None
         await self._report_release(action, applied=True)
         if action == "discard":
-            if self._lean_status():  # the run ends Failed: listings tell it by this
-                self._list(JobStatus.DISCARDED)
+            self._list(JobStatus.DISCARDED)  # the run ends Failed: listings tell it by this
             self._show(JobStatus.DISCARDED)
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise ApplicationError(
@@ -115,11 +107,6 @@ class JobDlqPath(JobCore):
             note=by.note,
         )
         outcome = "applied" if applied else f"ignored (job is {self.state.status})"
-        if not self._lean_status():  # older runs: activity + signal-with-start
-            await self._tell_dlq(
-                names.REPORT_TO_DLQ, release, f"tell the dead-letter queue: {action} {outcome}"
-            )
-            return
         try:  # one signal; a DLQ that is not running has no index or log to update
             await workflow.get_external_workflow_handle(names.DLQ_WORKFLOW_ID).signal(
                 names.SIGNAL_JOB_RELEASED, release
@@ -127,10 +114,11 @@ class JobDlqPath(JobCore):
         except FailureError:
             workflow.logger.info("no dead-letter queue running; %s %s not logged", action, outcome)
 
-    async def _tell_dlq(self, activity: str, message: DeadEntry | JobRelease, summary: str) -> None:
+    async def _tell_dlq(self, entry: DeadEntry, summary: str) -> None:
+        """Park in a DLQ that is not running: an activity signals-with-start it."""
         await workflow.execute_activity(
-            activity,
-            message,
+            names.PARK_IN_DLQ,
+            entry,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=DLQ_RETRY,
             summary=summary,

@@ -95,14 +95,12 @@ def attempt_allowance(spec: JobSpec) -> timedelta:
 
 
 def round_log_from_failure(err: ActivityError, now: datetime) -> HeartbeatState:
-    """Recover the round's log (its attempts, and whether its last attempt raised the
-    dead-job alert) from the activity's final failure."""
+    """Recover the round's log (its attempts) from the activity's final failure."""
     cause = err.cause
     if isinstance(cause, ApplicationError) and cause.details:
         return HeartbeatState.model_validate(cause.details[0])
     if isinstance(cause, ActivityTimeoutError) and cause.last_heartbeat_details:
         state = HeartbeatState.model_validate(cause.last_heartbeat_details[0])
-        state.alerted = False  # a lost attempt may not have written its alert: the DLQ does
         if cause.type == TimeoutType.HEARTBEAT:
             state.close_dangling(now, LOST_LEASE, LOST_LEASE_TYPE)
         else:

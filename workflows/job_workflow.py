@@ -8,8 +8,7 @@ against the controls.
 
 Visibility carries ``JobStatus`` only where a listing must filter on it (:func:`listed_status`):
 ``scheduled`` from the start, ``paused``, ``dead`` and ``discarded``. Running, done and
-cancelled are Temporal's own state (a started pending activity, the execution status); runs
-started before the ``lean-status`` patch still upsert them.
+cancelled are Temporal's own state (a started pending activity, the execution status).
 
 The workflow is assembled from parts, each its own module: the shared state and how it shows
 (:mod:`workflows.job_core`), the dead-letter path (:mod:`workflows.job_dlq`), the queries,
@@ -45,7 +44,6 @@ with workflow.unsafe.imports_passed_through():
         attempts_from_failure,
         failure_message,
         retry_policy,
-        round_log_from_failure,
     )
     from jobctl.workflows.models import (
         AttemptRecord,
@@ -75,7 +73,6 @@ class JobWorkflow(JobControls, JobPermit):
             inbox.check_due(self.spec.run_at, workflow.now(), "run_at")
         except inbox.Invalid as err:
             raise inbox.invalid_start(str(err)) from None
-        self._lean_status()
         self._ensure_search_attributes()
         self._show()
         try:
@@ -152,17 +149,12 @@ class JobWorkflow(JobControls, JobPermit):
             except ActivityError as err:
                 if is_cancelled_exception(err):
                     raise
-                round_log = round_log_from_failure(err, workflow.now())
-                self.state.attempts.extend(round_log.attempts)
-                self.state.alerted = round_log.alerted
+                self.state.attempts.extend(attempts_from_failure(err, workflow.now()))
                 self.state.last_error = failure_message(err, self.spec)
                 return "exhausted"
             finally:
                 self.state.dispatched_until = self.state.dispatched_at = None
-            if outcome.cancelled or (
-                workflow.cancellation_reason() is not None
-                and workflow.patched(names.PATCH_CANCEL_WINS)
-            ):
+            if outcome.cancelled or workflow.cancellation_reason() is not None:
                 self._cancel_met(outcome)  # the workflow was cancelled; the record is kept
             self.state.attempts.extend(outcome.attempts)
             if outcome.withdrawn:
@@ -223,9 +215,6 @@ class JobWorkflow(JobControls, JobPermit):
                 if attempt.cancelled() or attempt.exception() is not None:
                     raise
                 self._cancel_met(attempt.result())
-            if not self._lean_status():
-                attempt.cancel()  # as the cancellation itself did before the patch
-                return await attempt
         live = await self._read_attempt_log(activity_id)
         attempt.cancel()
         try:

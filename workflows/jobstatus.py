@@ -143,9 +143,9 @@ def _closed(facts: Facts) -> Verdict:
 
 
 def is_discarded(attribute: str | None, failure_type: str | None) -> bool:
-    """A closed Failed run is a discarded job: JobStatus says so (``discarded``; older runs
-    kept ``dead``: a dead job only fails by being discarded) or its failure does."""
-    return attribute in (JobStatus.DISCARDED, JobStatus.DEAD) or failure_type == DISCARDED_FAILURE
+    """A closed Failed run is a discarded job: JobStatus says so (``discarded``) or its
+    failure does."""
+    return attribute == JobStatus.DISCARDED or failure_type == DISCARDED_FAILURE
 
 
 # -- attempts ----------------------------------------------------------------------------

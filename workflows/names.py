@@ -26,7 +26,6 @@ CONCURRENCY_ID_PREFIX: Final = "concurrency/"  # + the key ("/" is never in a jo
 # -- activities ----------------------------------------------------------------------------------
 RUN_JOB: Final = "run_job"
 PARK_IN_DLQ: Final = "park_in_dlq"
-REPORT_TO_DLQ: Final = "report_to_dlq"
 NOTIFY_DEAD_JOBS: Final = "notify_dead_jobs"
 READ_ATTEMPT_LOG: Final = "read_attempt_log"  # a local activity of JobWorkflow
 
@@ -69,25 +68,16 @@ SA_BUILD_IDS: Final = "BuildIds"
 UNVERSIONED: Final = "unversioned"  # Temporal's marker in BuildIds for a worker without versioning
 
 # -- memo keys -----------------------------------------------------------------------------------
-MEMO_SHAPE: Final = "shape"  # LEAN_SHAPE on jobs our starters and crons start
 MEMO_SCHEDULE: Final = "schedule"  # a cron's expression, zone and bounds, for listings
 MEMO_SLOT_END: Final = "slot_end"  # on a cron's slot jobs whose completion the cron reads
 MEMO_DLQ: Final = "dlq"  # a parked job's DeadEntry, so listings need no queries
 MEMO_REQUEST: Final = "request"  # fingerprint of the submission that created a job
 
 # -- memo values ---------------------------------------------------------------------------------
-LEAN_SHAPE: Final = "lean-status"
 SLOT_END_BY_COMPLETION: Final = "completion"
 
 # -- patch ids (workflow.patched): never renamed, never reused -----------------------------------
-PATCH_CANCEL_WINS: Final = "cancel-wins-over-a-finished-attempt"
-PATCH_LEAN_STATUS: Final = "lean-status"
-PATCH_LEAN_CRON: Final = "lean-cron-slot"
-# A cron's first run counts its slots from the cron's start, not from its first workflow task.
-PATCH_SLOTS_FROM_START: Final = "cron-slots-from-start"
-# A cron's waits that need no timer: a slot's job starts up to 10 s before the slot's time when
-# no slot runs, and a slot due while another runs is decided at that one's end (skip, buffer_one).
-PATCH_LEAN_WAITS: Final = "cron-lean-waits"
+# None since 1.0.0 (docs/ARCHITECTURE.md, "Changing workflow code", says when to add one).
 
 # -- built-in handlers (every worker serves them; the client accepts them unpublished) -------
 HANDLER_LOG: Final = "log"

@@ -1,19 +1,18 @@
 """``jobs list`` / ``GET /jobs``: jobs and crons by public status, newest first.
 
 Every row's status is the one rule's (:mod:`workflows.jobstatus`). Visibility narrows the
-candidates for a status (on ``ExecutionStatus``, ``JobStatus`` and ``JobRunAt``; ``JobStatus``
-is only scheduled/paused/dead/discarded on new runs, but older runs may still carry
-running/done/cancelled, so no query relies on those); each open candidate is then described,
+candidates for a status (on ``ExecutionStatus``, ``JobStatus`` and ``JobRunAt``; a job writes
+``JobStatus`` scheduled, paused, dead or discarded only); each open candidate is then described,
 because only describe tells pending from running, retrying and cancelling:
 
 =============  ================================================================================
 done           ExecutionStatus Completed (no describe)
 cancelled      Canceled or Terminated (no describe)
-discarded      Failed and JobStatus discarded (older runs: dead) (no describe)
+discarded      Failed and JobStatus discarded (no describe)
 dead           open and JobStatus dead; or Failed / TimedOut otherwise (a run that ended)
 paused         open and JobStatus paused
 scheduled      open crons not paused; open jobs with JobRunAt after now
-pending,       open jobs with JobRunAt at or before now (older runs: or JobStatus running)
+pending,       open jobs with JobRunAt at or before now
 running,
 retrying
 cancelling     every open job and cron (a cancel can meet any of them)
@@ -95,11 +94,11 @@ def status_query(status: JobStatus | None, now: datetime) -> str:
         case JobStatus.CANCELLED:
             extra = 'ExecutionStatus IN ("Canceled", "Terminated")'
         case JobStatus.DISCARDED:
-            extra = f'ExecutionStatus = "Failed" AND {_STATUS} IN ("discarded", "dead")'
+            extra = f'ExecutionStatus = "Failed" AND {_STATUS} = "discarded"'
         case JobStatus.DEAD:
             extra = (
                 f'(({opened} AND {_STATUS} = "dead") OR (ExecutionStatus IN ("Failed", '
-                f'"TimedOut") AND ({_STATUS} IS NULL OR {_STATUS} NOT IN ("discarded", "dead"))))'
+                f'"TimedOut") AND ({_STATUS} IS NULL OR {_STATUS} != "discarded")))'
             )
         case JobStatus.PAUSED:
             extra = f'{opened} AND {_STATUS} = "paused"'
@@ -107,13 +106,10 @@ def status_query(status: JobStatus | None, now: datetime) -> str:
             extra = (
                 f'{opened} AND ((WorkflowType = "{_CRON}" AND ({_STATUS} IS NULL OR '
                 f'{_STATUS} != "paused")) OR '
-                f'({job} AND {_STATUS} IN ("scheduled", "running") AND {_RUN_AT} > "{at}"))'
+                f'({job} AND {_STATUS} = "scheduled" AND {_RUN_AT} > "{at}"))'
             )
         case _:  # pending, running, retrying
-            extra = (
-                f'{opened} AND {job} AND {_STATUS} IN ("scheduled", "running") '
-                f'AND ({_RUN_AT} <= "{at}" OR {_STATUS} = "running")'
-            )
+            extra = f'{opened} AND {job} AND {_STATUS} = "scheduled" AND {_RUN_AT} <= "{at}"'
     return f"{base} AND {extra}" if extra else base
 
 

@@ -105,7 +105,7 @@ async def start(
     answers with the existing job (``created=False``); a different one with a taken id
     raises JobExists. ``task_queue`` None is ``JOBS_TASK_QUEUE``.
     """
-    memo: dict[str, Any] = {names.MEMO_SHAPE: names.LEAN_SHAPE}
+    memo: dict[str, Any] = {}
     if request:
         memo[names.MEMO_REQUEST] = request
     queue = task_queue or default_task_queue()

@@ -262,7 +262,7 @@ DLQ_SIGNALS = [
     Case("dlq", "signal", "park", (js({**ENTRY, "parked_at": "0001-01-01T00:00:00Z"}),), "1970"),
     Case("dlq", "signal", "park", (js({**ENTRY, "attempts": -5}),), "impossible"),
     Case("dlq", "signal", "park", (js({**ENTRY, "attempts": "many"}),), "attempts"),
-    Case("dlq", "signal", "park", (js({**ENTRY, "alerted": "perhaps"}),), "alerted"),
+    Case("dlq", "signal", "park", (js({**ENTRY, "round": "first"}),), "round"),
     Case("dlq", "signal", "job_released", (js({**RELEASE, "job_id": LONG_ID}),), "not a job id"),
     Case("dlq", "signal", "job_released", (js("garbage"),), '(got "garbage")'),
     Case("dlq", "signal", "job_released", (js({**RELEASE, "action": "explode"}),), "action"),

@@ -59,9 +59,6 @@ class HeartbeatState(BaseModel):
     # While the handler runs: the most a cancel takes to reach it, in seconds (its worker's
     # heartbeat cadence), for ``jobs status`` to promise while a cancel is on its way.
     cancel_within: float | None = None
-    # Set by older pre-release workers whose round-ending attempt logged the dead-job alert
-    # itself (no longer done: the DLQ alerts); read for rounds they ended until 1.0.
-    alerted: bool = False
 
     def close_dangling(self, ended_at: datetime, error: str, error_type: str) -> None:
         """Mark an attempt that never reported its end (its worker died or it timed out)."""

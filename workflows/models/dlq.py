@@ -24,9 +24,6 @@ class DeadEntry(BaseModel):
     last_error: str | None = None
     parked_at: datetime
     round: int = 1
-    # An older pre-release worker's last attempt logged the alert: the DLQ indexes the entry
-    # and sends none of its own. Current workers never set it; 1.0 drops it.
-    alerted: bool = False
 
     @field_validator("last_error")
     @classmethod

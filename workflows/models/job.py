@@ -44,7 +44,6 @@ class JobState(BaseModel):
 
     status: JobStatus = JobStatus.SCHEDULED
     listed: JobStatus = JobStatus.SCHEDULED  # the JobStatus search attribute, as last written
-    lean: bool | None = None  # names.PATCH_LEAN_STATUS (or the lean-shape memo), decided once
     paused_until: datetime | None = None
     triggered: bool = False
     dispatched_until: datetime | None = None  # run_at of an attempt waiting in a worker
@@ -57,7 +56,6 @@ class JobState(BaseModel):
     release_request: Literal["requeue", "discard"] | None = None
     release_by: ControlRequest = Field(default_factory=ControlRequest)  # who asked, and why
     parked_at: datetime | None = None
-    alerted: bool = False  # the round's last attempt raised the dead-job alert (DeadEntry)
     audit: list[AuditEntry] = Field(default_factory=list)  # operator actions, oldest first
     cancel_noted: bool = False  # the cancel_requested signal recorded who and why
     cancel_detail: str | None = None  # how a cancel met the running attempt
