@@ -42,7 +42,7 @@ def test_the_sandbox_shares_every_helper_module_and_no_workflow_definition() -> 
     assert everything - defining <= shared
     assert {
         "jobctl.workflows.jobstatus",
-        "jobctl.workflows.job_core",
+        "jobctl.workflows.job_rules",
         "jobctl.workflows.models.spec",
     } <= shared
     assert {"pydantic", "pydantic_core"} <= shared

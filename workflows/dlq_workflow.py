@@ -184,8 +184,8 @@ class DeadLetterQueueWorkflow:
         self._record(action, release.job_id, detail)
 
     async def _forward(self, action: str, args: tuple[Any, ...]) -> None:
-        # The argument tells the job the request came from here, so it answers back. A bare
-        # job id (the older shape) is forwarded as before; a request keeps who and why.
+        # The argument tells the job the request came from here, so it answers back; a
+        # request keeps who and why.
         try:
             request = inbox.signal_arg(args, inbox.DLQ_RELEASE_ARG, action)
             job_id = request.job_id if isinstance(request, ReleaseRequest) else request
@@ -195,9 +195,10 @@ class DeadLetterQueueWorkflow:
         except inbox.Invalid as err:
             self._reject(str(err))
             return
-        forwarded: str | ReleaseRequest = names.DLQ_WORKFLOW_ID
         if isinstance(request, ReleaseRequest):
             forwarded = request.model_copy(update={"source": names.DLQ_WORKFLOW_ID})
+        else:
+            forwarded = ReleaseRequest(source=names.DLQ_WORKFLOW_ID)
         # Logged before the send: the job's answer (``job_released``) can reach this workflow
         # in the same task as the send's completion, and the log must read cause first.
         self._record("forwarded", job_id, action)

@@ -71,7 +71,7 @@ _STREAK = re.compile(r"^\((\d+) in a row\) ")
 
 # What each signal accepts (built once here: the sandbox re-imports workflow modules per run).
 CONTROL_ARG: TypeAdapter[ControlRequest | None] = TypeAdapter(ControlRequest | None)
-JOB_RELEASE_ARG: TypeAdapter[str | ReleaseRequest | None] = TypeAdapter(str | ReleaseRequest | None)
+JOB_RELEASE_ARG: TypeAdapter[ReleaseRequest | None] = TypeAdapter(ReleaseRequest | None)
 DLQ_RELEASE_ARG: TypeAdapter[str | ReleaseRequest] = TypeAdapter(str | ReleaseRequest)
 DEAD_ENTRY_ARG: TypeAdapter[DeadEntry] = TypeAdapter(DeadEntry)
 JOB_RELEASED_ARG: TypeAdapter[JobRelease] = TypeAdapter(JobRelease)

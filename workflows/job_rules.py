@@ -22,10 +22,13 @@ from jobctl.workflows.models import (
     AttemptRecord,
     ControlRequest,
     HeartbeatState,
+    JobReport,
     JobSpec,
+    JobState,
     JobStatus,
 )
 from jobctl.workflows.models.spec import DEFAULT_PRIORITY
+from jobctl.workflows.prestart_check import pause_cutoff
 
 # Attempts lost before their handler started (a worker or the server died while the job
 # waited for run_at) cost the job nothing; Temporal's policy keeps this many in reserve.
@@ -144,3 +147,49 @@ def unnoted_cancellation(already_noted: bool) -> ControlRequest | None:
     workflow cancel --reason ...``): its reason, if any, as the trail's note. Workflow code."""
     reason = workflow.cancellation_reason()
     return ControlRequest(note=reason) if reason and not already_noted else None
+
+
+def job_report(spec: JobSpec, state: JobState) -> JobReport:
+    """What the ``status`` query and every update answer."""
+    return JobReport(
+        job_id=spec.id,
+        name=spec.name,
+        handler=spec.handler,
+        status=state.status,
+        run_at=spec.run_at,
+        paused_until=state.paused_until,
+        max_attempts=spec.max_attempts,
+        round=state.round,
+        attempts=list(state.attempts),
+        result=state.result,
+        last_error=state.last_error,
+        idempotency_key=spec.key,
+        parked_at=state.parked_at,
+        audit=list(state.audit),
+        **spec.scheduling(),
+    )
+
+
+def waiting_in_worker(state: JobState, now: datetime) -> bool:
+    """Dispatched, but far enough from run_at that a pause still lands before the
+    attempt's check (:func:`workflows.prestart_check.pause_cutoff`)."""
+    until, since = state.dispatched_until, state.dispatched_at
+    if until is None:
+        return False
+    wait = (until - since).total_seconds() if since is not None else 0.0
+    return now < until - timedelta(seconds=pause_cutoff(wait))
+
+
+def release_decision(
+    action: str, state: JobState, max_attempts: int, from_dlq: bool
+) -> tuple[bool, str]:
+    """Whether a requeue or discard is taken (the job is dead and no other is under way),
+    and what the audit trail says about it."""
+    via = " (via the dead-letter queue)" if from_dlq else ""
+    if state.status == JobStatus.DEAD and state.release_request is None:
+        if action == "requeue":
+            return True, f"round {state.round + 1}: {max_attempts} fresh attempt(s){via}"
+        return True, f"dead for good{via}"
+    under_way = state.status == JobStatus.DEAD and state.release_request is not None
+    why = f"a {state.release_request} is under way" if under_way else f"job is {state.status}"
+    return False, f"ignored: {why}{via}"

@@ -10,31 +10,39 @@ Visibility carries ``JobStatus`` only where a listing must filter on it (:func:`
 ``scheduled`` from the start, ``paused``, ``dead`` and ``discarded``. Running, done and
 cancelled are Temporal's own state (a started pending activity, the execution status).
 
-The workflow is assembled from parts, each its own module: the shared state and how it shows
-(:mod:`workflows.job_core`), the dead-letter path (:mod:`workflows.job_dlq`), the queries,
-updates and signals (:mod:`workflows.job_controls`) and the pure rules
-(:mod:`workflows.job_rules`); this module holds the run loop and the attempts.
+One class, in sections: the run loop and the attempts; the state and how it shows
+(visibility, the UI's details, the audit trail); a concurrency key's permit; the dead-letter
+path; the query, updates and signals. Its decisions are pure functions in
+:mod:`workflows.job_rules` and :mod:`workflows.job_text`, tested without a server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
+from pydantic import TypeAdapter
 from temporalio import workflow
-from temporalio.common import Priority
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.common import Priority, RawValue
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
 
 with workflow.unsafe.imports_passed_through():
     import jobctl.workflows.inbox as inbox
+    import jobctl.workflows.job_text as job_text
+    import jobctl.workflows.jobstatus as js
     from jobctl.workflows import names
     from jobctl.workflows.durations import format_duration
-    from jobctl.workflows.job_controls import JobControls
-    from jobctl.workflows.job_permit import JobPermit, Outcome
     from jobctl.workflows.job_rules import (
+        DLQ_RETRY,
         LOST_LEASE,
         LOST_LEASE_TYPE,
         READ_LOG_RETRY,
@@ -43,22 +51,63 @@ with workflow.unsafe.imports_passed_through():
         attempt_allowance,
         attempts_from_failure,
         failure_message,
+        job_report,
+        listed_status,
+        release_decision,
         retry_policy,
+        start_search_attributes,
+        unnoted_cancellation,
+        waiting_in_worker,
     )
     from jobctl.workflows.models import (
+        JOB_NAME,
+        JOB_RUN_AT,
+        JOB_STATUS,
         AttemptRecord,
+        AuditAction,
+        ControlRequest,
+        DeadEntry,
         HeartbeatState,
+        JobRelease,
         JobReport,
+        JobSpec,
         JobState,
         JobStatus,
+        PauseRequest,
+        ReleaseRequest,
         RunJobInput,
         RunJobResult,
+        SlotFinished,
+        append_audit,
+    )
+    from jobctl.workflows.models.concurrency import (
+        Permit,
+        PermitGrant,
+        PermitRelease,
+        PermitRequest,
+        SemaphoreState,
+        concurrency_workflow_id,
     )
     from jobctl.workflows.uitext import clip
 
+Outcome = Literal["done", "exhausted", "withdrawn"]
+
+REASK_EVERY = timedelta(minutes=5)
+
+START_TRIES = 3  # signal, or start the semaphore if it does not run, this many times per ask
+
+GRANT_ARG: TypeAdapter[PermitGrant] = TypeAdapter(PermitGrant)
+
+Release = Literal["requeue", "discard"]
+
 
 @workflow.defn(name=names.JOB_WORKFLOW)
-class JobWorkflow(JobControls, JobPermit):
+class JobWorkflow:
+    spec: JobSpec
+    state: JobState
+    _permit_ticket: str | None = None  # the round's permit request, from asking until released
+    _permit_granted: bool = False
+
     @workflow.init
     def __init__(self, *args: Any) -> None:
         """Started with one JobSpec (checked by inbox.start_arg: a bad input fails the
@@ -259,3 +308,384 @@ class JobWorkflow(JobControls, JobPermit):
             self.state.result = outcome.result
             self.state.cancel_detail = "arrived after the handler had finished; its result is kept"
         raise asyncio.CancelledError()
+
+    # -- state and how it shows ------------------------------------------------------------
+    def _set_status(self, status: JobStatus) -> None:
+        if status != self.state.status:
+            self.state.status = status
+            self._list(status)
+        self._show()
+
+    def _list(self, status: JobStatus) -> None:
+        """Write ``status`` to visibility's JobStatus, if a listing needs it and it changed."""
+        shown = listed_status(status)
+        if shown is not None and shown != self.state.listed:
+            self.state.listed = shown
+            workflow.upsert_search_attributes([JOB_STATUS.value_set(shown.value)])
+
+    def _when(self, moment: datetime | None) -> str:
+        return job_text.when(moment, self.spec)
+
+    def _show(self, headline: str | None = None) -> None:
+        """Publish the current details: the UI's one-line status (Markdown)."""
+        workflow.set_current_details(self.current_details(headline))
+
+    def current_details(self, headline: str | None = None) -> str:
+        """The status the one rule (workflows/jobstatus.py) computes from the facts this
+        workflow has, from state only (and ``workflow.now()``): see workflows/job_text.py."""
+        cancelling = self.state.cancel_noted or workflow.cancellation_reason() is not None
+        return job_text.current_details(self.spec, self.state, workflow.now(), cancelling, headline)
+
+    def _ensure_search_attributes(self) -> None:
+        """Jobs started by hand (e.g. ``temporal workflow start``) still become listable."""
+        if workflow.info().typed_search_attributes.get(JOB_NAME) is None:
+            attrs = start_search_attributes(self.spec, self.state.status)
+            workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in attrs])
+
+    def _resume(self) -> None:
+        self.state.paused_until = None
+        # Resumed before a dispatched attempt withdrew: it runs after all.
+        in_flight = self.state.dispatched_until is not None
+        self._set_status(JobStatus.RUNNING if in_flight else JobStatus.SCHEDULED)
+        self.state.controls_seen += 1
+
+    def _audit(
+        self, action: AuditAction, request: ControlRequest | None, detail: str | None = None
+    ) -> None:
+        """Record an operator action on the job itself, at the server's time."""
+        append_audit(self.state.audit, action, request, workflow.now(), detail)
+        self._show()
+
+    def _reject(self, reason: str, raw: object = None) -> None:
+        """Record a dropped message in the audit trail (see workflows/inbox.py)."""
+        streak = inbox.record_rejection(
+            self.state.audit, workflow.now(), reason, inbox.actor_of(raw)
+        )
+        if streak == 1:
+            workflow.logger.warning("job %s: %s", self.spec.id, reason)
+        self._show()
+
+    def _note_cancellation(self, detail: str | None) -> None:
+        request = unnoted_cancellation(self.state.cancel_noted)
+        if request is None and detail is not None:
+            audit = self.state.audit
+            noted = [i for i, e in enumerate(audit) if e.action == "cancel"]
+            if noted:  # the cancel_requested signal's entry: say how it ended
+                audit[noted[-1]] = audit[noted[-1]].model_copy(update={"detail": detail})
+                self._show()
+                return
+            request = ControlRequest()
+        if request is not None:
+            self._audit("cancel", request, detail)
+
+    def report(self) -> JobReport:
+        return job_report(self.spec, self.state)
+
+    # -- a concurrency key's permit -------------------------------------------------------
+
+    async def _permitted_round(self) -> Outcome:
+        """One round (see JobWorkflow._run_round), under a permit when the job has a key."""
+        if self.spec.concurrency_key is None:
+            return await self._run_round()
+        try:
+            if not await self._hold_permit():
+                return "withdrawn"  # paused while waiting for run_at or a permit
+            return await self._run_round()
+        finally:
+            await self._release_permit()
+
+    async def _hold_permit(self) -> bool:
+        """Wait for run_at, then for a permit: True once granted, False if paused first."""
+        spec, state = self.spec, self.state
+        assert spec.concurrency_key is not None and spec.concurrency_limit is not None
+        run_at = spec.run_at
+        if run_at is not None and run_at > workflow.now() and not state.triggered:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: state.triggered or self._paused(),
+                    timeout=run_at - workflow.now(),
+                    timeout_summary="wait for run_at, then for a concurrency permit",
+                )
+        if self._paused():
+            return False
+        info = workflow.info()
+        request = PermitRequest(
+            key=spec.concurrency_key,
+            limit=spec.concurrency_limit,
+            holder=info.workflow_id,
+            run_id=info.run_id,
+            ticket=str(workflow.uuid4()),
+            priority=spec.priority,
+        )
+        self._permit_ticket, self._permit_granted = request.ticket, False
+        while not self._paused() and not self._permit_granted:
+            self._show(f"waiting for a permit of concurrency key {spec.concurrency_key}")
+            await self._ask(request)
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._permit_granted or self._paused(),
+                    timeout=REASK_EVERY,
+                    timeout_summary="wait for a concurrency permit",
+                )
+        return self._permit_granted
+
+    def _paused(self) -> bool:
+        return self.state.status == JobStatus.PAUSED
+
+    async def _ask(self, request: PermitRequest) -> None:
+        """Signal ``acquire`` to the key's semaphore; start it (an abandoned child carrying the
+        request) if it does not run."""
+        sem_id = concurrency_workflow_id(request.key)
+        for _ in range(START_TRIES):
+            with contextlib.suppress(FailureError):
+                handle = workflow.get_external_workflow_handle(sem_id)
+                await handle.signal(names.SIGNAL_ACQUIRE, request)
+                return
+            now = workflow.now()
+            first = Permit(request=request, seq=0, arrived_at=now)
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await workflow.start_child_workflow(
+                    names.CONCURRENCY_WORKFLOW,
+                    SemaphoreState(key=request.key, waiters=[first], next_seq=1),
+                    id=sem_id,
+                    parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                    static_summary=f"concurrency limit of key {request.key}",
+                )
+                return
+        workflow.logger.warning("job %s: semaphore %s unreachable", self.spec.id, sem_id)
+
+    async def _release_permit(self) -> None:
+        """Give the round's permit (or request) back; shielded from a cancellation arriving
+        meanwhile. A semaphore that no longer runs holds nothing."""
+        ticket, key = self._permit_ticket, self.spec.concurrency_key
+        if ticket is None or key is None:
+            return
+        self._permit_ticket, self._permit_granted = None, False
+        info = workflow.info()
+        release = PermitRelease(holder=info.workflow_id, run_id=info.run_id, ticket=ticket)
+        handle = workflow.get_external_workflow_handle(concurrency_workflow_id(key))
+        sent = asyncio.ensure_future(handle.signal(names.SIGNAL_RELEASE_PERMIT, release))
+        with contextlib.suppress(FailureError, asyncio.CancelledError):
+            await asyncio.shield(sent)
+
+    @workflow.signal(name=names.SIGNAL_PERMIT_GRANTED)
+    def permit_granted(self, *args: Any) -> None:
+        """The semaphore's answer (or its check that this holder still runs)."""
+        signal = names.SIGNAL_PERMIT_GRANTED
+        try:
+            grant = inbox.signal_arg(args, GRANT_ARG, signal)
+            if grant.key != self.spec.concurrency_key or grant.ticket != self._permit_ticket:
+                raise inbox.Invalid(f"{signal}: not for this round's request: dropped")
+        except inbox.Invalid as err:
+            self._reject(str(err), args[0] if len(args) == 1 else None)
+            return
+        self._permit_granted = True
+
+    # -- the dead-letter path -------------------------------------------------------------
+    async def _park(self) -> None:
+        """Dead: say so in visibility and the memo, then index it in the DLQ (which alerts)."""
+        self.state.parked_at = workflow.now()
+        self._set_status(JobStatus.DEAD)
+        entry = DeadEntry(
+            job_id=self.spec.id,
+            name=self.spec.name,
+            handler=self.spec.handler,
+            attempts=len(self.state.attempts),
+            last_error=self.state.last_error,
+            parked_at=self.state.parked_at,
+            round=self.state.round,
+        )
+        workflow.upsert_memo({names.MEMO_DLQ: entry.model_dump(mode="json")})
+        summary = f"park in the dead-letter queue after {entry.attempts} attempt(s)"
+        try:  # the DLQ runs (every park but the first): one signal
+            dlq = workflow.get_external_workflow_handle(names.DLQ_WORKFLOW_ID)
+            await dlq.signal(names.SIGNAL_PARK, entry)
+        except FailureError:  # no DLQ yet (or it was terminated): signal-with-start it
+            await self._tell_dlq(entry, summary)
+        await self._tell_parent()
+
+    async def _await_release(self) -> None:
+        """Wait, parked, for a requeue or discard and apply it: a requeue returns with the next
+        round's number set; a discard ends the run failed (``JobDiscarded``)."""
+        await workflow.wait_condition(lambda: self.state.release_request is not None)
+        # release_request stays set (so later requests are ignored) until the next round
+        # starts and the status leaves dead in the same step.
+        action = self.state.release_request
+        assert action is not None
+        workflow.upsert_memo({names.MEMO_DLQ: None})
+        self.state.parked_at = None
+        await self._report_release(action, applied=True)
+        if action == "discard":
+            self._list(JobStatus.DISCARDED)  # the run ends Failed: listings tell it by this
+            self._show(JobStatus.DISCARDED)
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise ApplicationError(
+                f"discarded after {len(self.state.attempts)} attempts: {self.state.last_error}",
+                type=js.DISCARDED_FAILURE,
+                non_retryable=True,
+            )
+        self.state.round += 1
+        self.state.release_request = None
+
+    async def _tell_parent(self) -> None:
+        """A cron's slot job reports how it settled (done, dead, cancelled) to its cron: by
+        signal, unless the cron reads it from the child's completion (memo ``slot_end``); a
+        parked job is still open, so its park, and its end after one, are signalled anyway."""
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        slot_end = workflow.memo_value(names.MEMO_SLOT_END, None)
+        by_completion = slot_end == names.SLOT_END_BY_COMPLETION
+        state = self.state
+        parked = state.status == JobStatus.DEAD or state.parked_at is not None or state.round > 1
+        if by_completion and not parked:
+            return
+        report = SlotFinished(job_id=self.spec.id, status=state.status)
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+                names.SIGNAL_SLOT_FINISHED, report
+            )
+        except FailureError:  # the cron is gone (cancelled or finished): nobody to tell
+            workflow.logger.info("cron %s is gone; not reporting %s", parent.workflow_id, report)
+
+    async def _report_release(self, action: Release, applied: bool) -> None:
+        """Tell the DLQ what a requeue or discard did (the index and log follow the job)."""
+        by = self.state.release_by if applied else ControlRequest()
+        release = JobRelease(
+            job_id=self.spec.id,
+            action=action,
+            applied=applied,
+            status=self.state.status,
+            round=self.state.round,
+            actor=by.actor,
+            note=by.note,
+        )
+        outcome = "applied" if applied else f"ignored (job is {self.state.status})"
+        try:  # one signal; a DLQ that is not running has no index or log to update
+            await workflow.get_external_workflow_handle(names.DLQ_WORKFLOW_ID).signal(
+                names.SIGNAL_JOB_RELEASED, release
+            )
+        except FailureError:
+            workflow.logger.info("no dead-letter queue running; %s %s not logged", action, outcome)
+
+    async def _tell_dlq(self, entry: DeadEntry, summary: str) -> None:
+        """Park in a DLQ that is not running: an activity signals-with-start it."""
+        await workflow.execute_activity(
+            names.PARK_IN_DLQ,
+            entry,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=DLQ_RETRY,
+            summary=summary,
+        )
+
+    async def _release(self, action: Release, args: tuple[Any, ...]) -> None:
+        """A requeue or discard sent to the job (by a person, or forwarded by the DLQ): taken
+        when the job is dead and no other is under way; otherwise recorded as ignored."""
+        try:
+            request = inbox.signal_arg(args, inbox.JOB_RELEASE_ARG, action, optional=True)
+        except inbox.Invalid as err:
+            self._reject(str(err), args[0] if args else None)
+            return
+        request = request or ReleaseRequest()
+        from_dlq = request.source == names.DLQ_WORKFLOW_ID
+        taken, detail = release_decision(action, self.state, self.spec.max_attempts, from_dlq)
+        if taken:
+            self.state.release_request = action
+            self.state.release_by = ControlRequest(actor=request.actor, note=request.note)
+            self._audit(action, request, detail)
+            return
+        self._audit(action, request, detail)
+        # A no-op. A request forwarded by the DLQ gets an answer so the DLQ's log says it.
+        workflow.logger.warning("%s ignored: job %s is %s", action, self.spec.id, self.state.status)
+        if from_dlq:
+            await self._report_release(action, applied=False)
+
+    # -- controls: query, updates, signals ------------------------------------------------
+    @workflow.query(name=names.QUERY_STATUS)
+    def status(self) -> JobReport:
+        return self.report()
+
+    @workflow.update(name=names.UPDATE_PAUSE)
+    async def pause(self, request: PauseRequest) -> JobReport:
+        # A dispatched attempt sees the paused status when it checks before run_at, and
+        # withdraws without running the handler.
+        self.state.paused_until = request.until
+        self.state.controls_seen += 1
+        self._audit(
+            "pause", request, f"until {self._when(request.until)}" if request.until else None
+        )
+        self._set_status(JobStatus.PAUSED)
+        return self.report()
+
+    @pause.validator
+    def _check_pause(self, request: PauseRequest) -> None:
+        state = self.state
+        waiting = state.status in (JobStatus.SCHEDULED, JobStatus.PAUSED) and not state.triggered
+        if not (waiting or waiting_in_worker(self.state, workflow.now())):
+            raise ValueError(f"cannot pause: job is {state.status}; only a waiting job pauses")
+        inbox.check_until(request.until, workflow.now())
+        inbox.check_request(request)
+
+    @workflow.update(name=names.UPDATE_RESUME)
+    async def resume(self, request: ControlRequest | None = None) -> JobReport:
+        self._audit("resume", request)
+        self._resume()
+        return self.report()
+
+    @resume.validator
+    def _check_resume(self, request: ControlRequest | None = None) -> None:
+        if self.state.status != JobStatus.PAUSED:
+            raise ValueError(f"cannot resume: job is {self.state.status}, not paused")
+        inbox.check_request(request)
+
+    @workflow.update(name=names.UPDATE_TRIGGER)
+    async def trigger(self, request: ControlRequest | None = None) -> JobReport:
+        self.state.triggered = True
+        self.state.paused_until = None
+        self.state.controls_seen += 1
+        # Listings tell a due job by its JobRunAt: this one is due now.
+        workflow.upsert_search_attributes([JOB_RUN_AT.value_set(workflow.now())])
+        self._audit("trigger", request, "runs now")
+        return self.report()
+
+    @trigger.validator
+    def _check_trigger(self, request: ControlRequest | None = None) -> None:
+        state = self.state
+        if state.dispatched_until is not None:
+            raise ValueError(
+                "cannot trigger: the job is already with a worker and starts at its run_at"
+            )
+        if state.status not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or state.triggered:
+            raise ValueError(f"cannot trigger: job is {state.status}; it is not waiting to run")
+        inbox.check_request(request)
+
+    @workflow.signal(name=names.SIGNAL_CANCEL_REQUESTED)
+    def cancel_requested(self, *args: Any) -> None:
+        """Who cancels and why (a ControlRequest): sent just before the workflow cancellation
+        itself. An invalid one is recorded as rejected; the cancellation still notes itself."""
+        request = args[0] if args else None
+        signal = names.SIGNAL_CANCEL_REQUESTED
+        try:
+            checked = inbox.signal_arg(args, inbox.CONTROL_ARG, signal, optional=True)
+        except inbox.Invalid as err:
+            self._reject(str(err), request)
+            return
+        self.state.cancel_noted = True
+        self._audit("cancel", checked)
+
+    @workflow.signal(name=names.SIGNAL_REQUEUE)
+    async def requeue(self, *args: Any) -> None:
+        """Run a dead job again with a fresh attempt budget. Ignored unless dead.
+
+        Takes nothing, or a ReleaseRequest (who and why)."""
+        await self._release("requeue", args)
+
+    @workflow.signal(name=names.SIGNAL_DISCARD)
+    async def discard(self, *args: Any) -> None:
+        """End a dead job for good. Ignored unless dead."""
+        await self._release("discard", args)
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal this workflow does not define: recorded and dropped."""
+        self._reject(inbox.unknown_signal(name))

@@ -32,8 +32,8 @@ class DeadEntry(BaseModel):
 
 
 class ReleaseRequest(ControlRequest):
-    """A requeue or discard with who and why. The signals also take their older shapes: the
-    DLQ's ``requeue`` / ``discard`` a bare job id, the job's own a source string or nothing."""
+    """A requeue or discard with who and why. The DLQ's ``requeue`` / ``discard`` also take a
+    bare job id, the job's own nothing (both what a person types with the ``temporal`` CLI)."""
 
     job_id: str | None = None  # required by the DLQ's signals; the job's own ignore it
     source: str | None = None  # DLQ_WORKFLOW_ID when the DLQ forwards it (the job answers)
