@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         JobNotFound,
         JobsError,
         SpecError,
+        TemporalBusy,
         TemporalUnavailable,
     )
     from jobctl.starter.jobsclient import JobHandle, JobsClient, SyncJobHandle, SyncJobsClient
@@ -59,6 +60,7 @@ _PUBLIC = {
     "SpecError": ("jobctl.starter.errors", "SpecError"),
     "SyncJobHandle": ("jobctl.starter.jobsclient", "SyncJobHandle"),
     "SyncJobsClient": ("jobctl.starter.jobsclient", "SyncJobsClient"),
+    "TemporalBusy": ("jobctl.starter.errors", "TemporalBusy"),
     "TemporalUnavailable": ("jobctl.starter.errors", "TemporalUnavailable"),
     "cron_preview": ("jobctl.starter.operations.cronpreview", "preview_cron"),
     "handler": ("jobctl.activities.registry", "handler"),
@@ -81,6 +83,7 @@ __all__ = [
     "SpecError",
     "SyncJobHandle",
     "SyncJobsClient",
+    "TemporalBusy",
     "TemporalUnavailable",
     "cron_preview",
     "handler",

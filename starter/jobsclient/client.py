@@ -2,7 +2,7 @@
 
 Everything goes through the operations library (:mod:`starter.operations`), the code path of
 ``jobs`` and the HTTP API: the same validation, the same Temporal calls, the same typed
-errors (:mod:`starter.jobsclient.errors`).
+errors (:mod:`jobctl.starter.errors`).
 """
 
 from __future__ import annotations
