@@ -215,7 +215,9 @@ def test_the_report_follows_the_state() -> None:
     gone = cron_state.report(schedule, state, now, cancelled=True, ended=None, overlap_wait=False)
     assert gone.status == JobStatus.CANCELLED and gone.run_at is None
     state.paused = True
-    paused = cron_state.report(schedule, state, now, cancelled=False, ended=None, overlap_wait=False)
+    paused = cron_state.report(
+        schedule, state, now, cancelled=False, ended=None, overlap_wait=False
+    )
     assert paused.status == JobStatus.PAUSED
 
 
@@ -256,9 +258,9 @@ def test_a_backfill_plan_counts_its_slots_and_picks_how_they_start() -> None:
 def test_an_update_must_leave_a_next_slot() -> None:
     schedule = hourly()
     check_update(CronUpdate(cron="*/5 * * * *", timezone="Asia/Tokyo"), schedule, T0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="outside 0-59"):
         check_update(CronUpdate(cron="61 * * * *"), schedule, T0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown IANA time zone"):
         check_update(CronUpdate(timezone="Mars/Olympus"), schedule, T0)
-    with pytest.raises(ValueError, match="no|never"):
+    with pytest.raises(ValueError, match="can never fire"):
         check_update(CronUpdate(cron="0 0 30 2 *"), schedule, T0)
