@@ -1,11 +1,14 @@
-"""The pure rules of ``CronJobWorkflow``: how a slot's child ended, the search attributes and
-memo a cron starts with, a cron's next run read from its memo (for listings), the spec of one
-slot's job and the texts the Web UI shows. No workflow state here; the starters read these
-too."""
+"""The pure rules of ``CronJobWorkflow``: a cron's :class:`Schedule` (its spec, parsed), how a
+slot's child ended, the search attributes and memo a cron starts with, a cron's next run read
+from its memo (for listings), the spec of one slot's job, the checks of the ``update`` and
+``backfill`` updates and the texts the Web UI shows. No workflow state here; the starters read
+these too. What the workflow does with its :class:`CronState` is in
+:mod:`workflows.cron_state`."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -14,6 +17,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, TerminatedError, is_cancelled_exception
 
 import jobctl.workflows.cronmath as cronmath
+import jobctl.workflows.inbox as inbox
 import jobctl.workflows.jobstatus as js
 from jobctl.workflows.models import (
     CONTROL_CUTOFF,
@@ -21,10 +25,13 @@ from jobctl.workflows.models import (
     JOB_NAME,
     JOB_RUN_AT,
     JOB_STATUS,
+    ControlRequest,
+    CronUpdate,
     JobReport,
     JobSpec,
     JobStatus,
 )
+from jobctl.workflows.models.cron import BackfillOverlap, BackfillRequest
 from jobctl.workflows.uitext import job_details, job_summary, moment_text
 
 RECENT_SLOTS = 20
@@ -46,6 +53,32 @@ _TICK = timedelta(microseconds=1)
 
 class BackfillTooLarge(ValueError):
     """A backfill range with more than MAX_BACKFILL_SLOTS slots."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A cron's spec with its expression and zone parsed (replaced whole by ``update``)."""
+
+    spec: JobSpec
+    cron: cronmath.Cron
+    zone: ZoneInfo
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> Schedule:
+        assert spec.cron is not None
+        return cls(spec, cronmath.parse(spec.cron), cronmath.zone(spec.timezone))
+
+    def next_slot(self, after: datetime) -> datetime | None:
+        """The next slot within the bounds (see bounded_next_slot: CronError when none at all)."""
+        return bounded_next_slot(self.spec, self.cron, self.zone, after)
+
+    def slot_after(self, after: datetime) -> datetime | None:
+        """The next slot within the bounds, or None when there is none (for display and for
+        walking a backlog; the run loop lets CronError through and fails the cron)."""
+        try:
+            return self.next_slot(after)
+        except cronmath.CronError:
+            return None
 
 
 def bounded_next_slot(
@@ -220,3 +253,52 @@ def tick_summary(spec: JobSpec, slot: datetime, cron: str) -> str:
     """A slot's job: ``send-report · http.post · slot 2026-12-01 09:00 Europe/Paris (08:00
     UTC) of cron 0 9 * * 1-5``."""
     return job_summary(spec, f"slot {moment_text(slot, spec.timezone)} of cron {cron}")
+
+
+def lazy_overlap(spec: JobSpec) -> bool:
+    """``skip`` and ``buffer_one`` decide a slot that comes due while another runs when that
+    one ends (free: its completion), exactly as at the slot's time (a timer), so a running
+    slot costs no timer; ``allow_all`` and ``cancel_other`` act at the slot's time."""
+    return spec.overlap in ("skip", "buffer_one")
+
+
+def check_update(change: CronUpdate, schedule: Schedule, now: datetime) -> None:
+    """The ``update`` validator: a new expression or zone must parse and have a next slot."""
+    # CronError is a ValueError: raising it rejects the update, leaving no trace in history.
+    cron = cronmath.parse(change.cron) if change.cron is not None else schedule.cron
+    zone = cronmath.zone(change.timezone) if change.timezone is not None else schedule.zone
+    inbox.check_request(ControlRequest(actor=change.actor, note=change.note))
+    gap, repeat = schedule.spec.dst_gap, schedule.spec.dst_repeat
+    cronmath.next_slot(cron, zone, now, gap=gap, repeat=repeat)  # none: refused
+
+
+def check_backfill(request: BackfillRequest, ended: str | None, queued: int, now: datetime) -> None:
+    """The ``backfill`` validator's cheap checks (a ValueError rejects the update)."""
+    if not isinstance(request, BackfillRequest):  # a null argument decodes as None
+        raise ValueError("cannot backfill: the argument must be an object with from and to")
+    inbox.check_request(ControlRequest(actor=request.actor, note=request.note))
+    if ended is not None:
+        raise ValueError(f"cannot backfill: the cron is done ({ended})")
+    if queued >= MAX_QUEUED_BACKFILLS:
+        raise ValueError(f"cannot backfill: {MAX_QUEUED_BACKFILLS} backfills are already waiting")
+    if request.from_ > request.to:
+        raise ValueError("cannot backfill: from is after to")
+    if request.to > now:
+        raise ValueError(
+            "cannot backfill: to is in the future (a backfill runs past slots; the cron "
+            "runs the coming ones itself)"
+        )
+
+
+def backfill_plan(
+    schedule: Schedule, request: BackfillRequest
+) -> tuple[list[datetime], BackfillOverlap]:
+    """The slots a backfill covers and how they start (an ApplicationError, which fails the
+    update alone, for a range beyond the cap)."""
+    spec = schedule.spec
+    try:
+        slots = backfill_slots(spec, schedule.cron, schedule.zone, request.from_, request.to)
+    except BackfillTooLarge as err:
+        raise ApplicationError(f"cannot backfill: {err}", non_retryable=True) from None
+    default: BackfillOverlap = "allow_all" if spec.overlap == "allow_all" else "buffer_all"
+    return slots, request.overlap or default
