@@ -14,7 +14,9 @@ An attempt that only waits sends no heartbeat when its lease covers the wait
 (:func:`lease_covers`: the default 30 s lead in a 60 s lease), else beats at the SDK's own
 cadence, its last beat at a random moment of the last LAST_BEAT_SHARE of its lease before
 run_at (:func:`last_beat_ahead`: a herd's beats do not land together just before it); a
-cancel then is caught by its check before run_at. No handler starts until the
+cancel then is caught by its check before run_at. Before that check it beats for the last
+time well ahead of it (:func:`pre_check_quiet`), so that no beat of the log without the
+attempt reaches the server after the start record. No handler starts until the
 server has answered a health check sent at most FRESH_ANSWER before run_at (:func:`heard_by`,
 asked a little ahead so the answer is usually in by run_at; one probe shared by the attempts
 due together): its outcome could not be recorded otherwise.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -82,16 +85,39 @@ async def sleep_heartbeating(
     """Wait, holding the lease at the SDK's default cadence (no handler runs: no cancel to
     hurry, and no heartbeat beyond what the lease needs), the last beat ``last_beat_ahead``
     seconds before the wait ends (0: at its end); ``lease`` None: the lease covers the whole
-    wait (:func:`lease_covers`), so no heartbeat at all."""
+    wait (:func:`lease_covers`), so no heartbeat at all.
+
+    The beats are laid back from the last one, a throttle interval apart (the first sooner):
+    the SDK holds a beat that follows its previous one within that interval until the interval
+    ends, so a last beat placed after a shorter gap went out late (after the start record)."""
     if lease is None:
         await asyncio.sleep(max(seconds, 0.0))
         return
-    end = time.monotonic() + seconds
+    now = time.monotonic()
+    end = now + seconds
     last_beat = end - last_beat_ahead
-    while (left := last_beat - time.monotonic()) > 0:
-        await asyncio.sleep(min(left, lease * SDK_THROTTLE))
-        activity.heartbeat(state)
+    every = lease * SDK_THROTTLE
+    if last_beat > now:
+        beat_at = last_beat - every * math.ceil((last_beat - now) / every - 1)
+        while True:
+            await asyncio.sleep(max(beat_at - time.monotonic(), 0.0))
+            activity.heartbeat(state)
+            if beat_at >= last_beat:
+                break
+            beat_at += every
     await asyncio.sleep(max(end - time.monotonic(), 0.0))
+
+
+def pre_check_quiet(lease: float) -> float:
+    """How long before its check a waiting attempt beats for the last time (none at all
+    when the stretch to the check is shorter): long enough that the beat, which the SDK sends
+    in the background, is on record before the start record that follows the check, yet with
+    the check's bound after it within the throttle's share of the lease (half that share when
+    the lease is too short for the bound; the check usually takes milliseconds). A beat at
+    the end of the stretch once reached the server after the record, leaving the log without
+    the attempt: lost in its handler, it would have read as lost while waiting."""
+    share = lease * SDK_THROTTLE
+    return max(share - GO_CHECK_TIMEOUT, share / 2)
 
 
 def last_beat_ahead(lease: float, draw: float) -> float:
@@ -193,8 +219,8 @@ async def wait_for_run_at(
     try:
         ahead = check_ahead(wait, random.random())
         until_check = seconds_until(run_at, clock) - ahead
-        if until_check > 0:
-            await sleep_heartbeating(until_check, state, beat)
+        if until_check > 0:  # no beat just before the check: it could follow the record
+            await sleep_heartbeating(until_check, state, beat, pre_check_quiet(lease))
             verdict = await still_wanted()
             if verdict is not None:
                 return early(verdict)

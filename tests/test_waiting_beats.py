@@ -8,17 +8,24 @@ tenth of a second before run_at (found by profiling the worker at run_at)."""
 
 from __future__ import annotations
 
+import itertools
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from jobctl.activities import predispatch
 from jobctl.activities.predispatch import (
     LAST_BEAT_SHARE,
     SDK_THROTTLE,
+    ServerLiveness,
     last_beat_ahead,
+    pre_check_quiet,
     sleep_heartbeating,
+    wait_for_run_at,
 )
+from jobctl.activities.server_clock import ServerClock
 from jobctl.workflows.models import HeartbeatState
 
 LEASE = 1.0  # short, so a wait of a few leases takes a few seconds
@@ -74,3 +81,75 @@ def test_the_lease_outlasts_the_gap_to_the_slot_waits_first_beat(draw: float) ->
 def test_a_herds_last_beats_spread_over_the_share() -> None:
     aheads = [last_beat_ahead(60.0, n / 999) for n in range(1000)]
     assert max(aheads) - min(aheads) >= 0.99 * LAST_BEAT_SHARE * 60.0
+
+
+async def beats_before_the_record(
+    monkeypatch: pytest.MonkeyPatch, wait: float, ahead: float, lease: float
+) -> tuple[list[float], float]:
+    """The moments (seconds from the attempt's start) at which an attempt waiting ``wait``
+    seconds for its run_at and checking ``ahead`` of it beat before its start record, and when
+    that record went out (``wait_for_run_at``; the check's describe is left out). The check's
+    bound is GO_CHECK: short, like the lease, so the waits take seconds."""
+    monkeypatch.setattr(predispatch, "GO_CHECK_TIMEOUT", GO_CHECK)
+    monkeypatch.setattr(predispatch, "check_ahead", lambda *_: ahead)
+
+    async def wanted() -> None:
+        return None
+
+    monkeypatch.setattr(predispatch, "still_wanted", wanted)
+    beats: list[float] = []
+    recorded: list[float] = []
+    env = ActivityEnvironment()
+    began = time.monotonic()
+    env.on_heartbeat = lambda *_: beats.append(time.monotonic() - began)
+
+    async def commit() -> None:
+        recorded.append(time.monotonic() - began)
+
+    async def attempt() -> None:
+        liveness = ServerLiveness()
+        liveness.last_ok = float("inf")  # the server answers: no health check to wait for
+        started = datetime.now(UTC)
+        run_at = started + timedelta(seconds=wait)
+        await wait_for_run_at(
+            run_at, ServerClock(started), HeartbeatState(), lease, liveness, commit, lambda: None
+        )
+
+    await env.run(attempt)
+    [at] = recorded
+    return [b for b in beats if b < at], at
+
+
+GO_CHECK = 0.5  # GO_CHECK_TIMEOUT in the record tests
+
+
+async def test_a_check_the_lease_reaches_is_preceded_by_no_beat(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stretch to the check plus the check's bound fits in the throttle's share of the
+    lease: the start record is the attempt's first beat. A beat at the end of that stretch
+    (as before) went out through the SDK on its own schedule and once reached the server
+    after the record, leaving ``attempts: []`` on record (test_dispatch's long wait)."""
+    lease = 2.5  # 80%: 2 s
+    beats, at = await beats_before_the_record(monkeypatch, wait=3.0, ahead=1.5, lease=lease)
+    assert beats == [] and at >= 1.5 - 0.01, beats
+
+
+async def test_a_long_stretch_beats_early_enough_before_its_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stretch the lease does not cover beats, but its last beat falls pre_check_quiet
+    before the check, and each beat comes a full throttle interval after the one before: the
+    SDK holds a beat that follows the previous one sooner than that and sends it when the
+    interval ends, which could be after the record (5 s stretch, 2 s throttle: beats at 2, 4
+    and 5, the last held until 6)."""
+    lease = 2.5
+    throttle = lease * SDK_THROTTLE
+    beats, at = await beats_before_the_record(monkeypatch, wait=6.0, ahead=1.0, lease=lease)
+    quiet = pre_check_quiet(lease)
+    assert quiet >= 1.0
+    assert beats and beats[-1] <= at - quiet + SLACK, (beats, at)
+    gaps = [b - a for a, b in itertools.pairwise(beats)]
+    assert all(throttle - 0.01 <= gap <= throttle + SLACK for gap in gaps), beats
+    # The lease holds: from the start to the first beat, and from the last to the record.
+    assert beats[0] <= throttle + SLACK and at - beats[-1] + GO_CHECK <= throttle + SLACK
