@@ -273,8 +273,10 @@ async def test_lethal_poison_ends_workers_cleanly_and_each_job_dies_by_lease(
         lost = report.attempts
         # Every attempt it lists was lost with its worker. How many it lists varies: a worker
         # whose loop another poison blocked can die holding this job's attempt before the
-        # attempt recorded anything (then none, or one more than the budget, is listed). A
-        # defect found by this drill, not fixed yet (issue 41's closing note).
+        # attempt recorded anything (then none, or one more than the budget, is listed). Such
+        # a worker polls no more (its slots are reserved on its loop: test_stalled_worker),
+        # but a poll it had out on this job's handler queue when its loop blocked can still
+        # bring it this attempt: the SDK cannot call back a poll once it is sent.
         assert all(a.outcome == "lost" for a in lost), lost
         assert all(a.error_type in case.recorded for a in lost), (case, lost)
         assert all(
@@ -294,8 +296,8 @@ async def test_lethal_poison_ends_workers_cleanly_and_each_job_dies_by_lease(
     supervise()
     # Each worker exited (it did not hang) with the code of a case it ran, and of nothing
     # else. At most one exit per attempt, not exactly: a worker whose loop a poison blocks
-    # can die holding an attempt of another poison job that the server had handed it (its
-    # handler's queue polled in the background), which is then lost with it, unrecorded.
+    # can die holding an attempt of another poison job that the server had handed it (to a
+    # poll of its handler's queue already out when the loop blocked), lost with it, unrecorded.
     assert len(exits) <= 2 * len(LETHAL), exits
     assert set(exits.values()) <= {c.exit_code for c in LETHAL}, exits
     expected = Counter(c.exit_code for c in LETHAL for _ in "ab")
