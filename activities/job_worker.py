@@ -20,8 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import PollerBehaviorAutoscaling, Worker
+from temporalio.worker import (
+    FixedSizeSlotSupplier,
+    PollerBehaviorAutoscaling,
+    Worker,
+    WorkerTuner,
+)
 
+from jobctl.activities.attempt_slots import AttemptSlots
 from jobctl.activities.run_job import JobActivities
 from jobctl.workflows import names
 
@@ -43,13 +49,27 @@ def handler_workers(
     busy ran late by up to 24 s in 3 of 4 runs (docs/PERFORMANCE.md). The cap: with the
     SDK's 100, a loaded worker took attempts faster than its event loop could start them,
     and in a retry storm 30 of 200 jobs lost an attempt by lease while it waited in the
-    worker's buffer."""
+    worker's buffer.
+
+    Their slots are one process-wide set of ``max_concurrent_activities``, reserved on the
+    event loop (:class:`activities.attempt_slots.AttemptSlots`): a process whose loop a
+    handler blocked stops polling instead of taking attempts it could only die holding."""
+    options = dict(options)
+    slots = AttemptSlots(options.pop("max_concurrent_activities"))
+    unused = FixedSizeSlotSupplier(1)  # these workers run no workflow, local activity, nexus
+    tuner = WorkerTuner.create_composite(
+        workflow_supplier=unused,
+        activity_supplier=slots,
+        local_activity_supplier=unused,
+        nexus_supplier=unused,
+    )
     return [
         Worker(
             client,
             task_queue=names.handler_task_queue(task_queue, handler),
             activities=[jobs.run_job],
             activity_task_poller_behavior=PollerBehaviorAutoscaling(maximum=HANDLER_POLLERS_MAX),
+            tuner=tuner,
             **options,
         )
         for handler in jobs.registry.names()

@@ -8,9 +8,13 @@ completions' sticky tasks timed out under the same load and went round again."""
 
 from __future__ import annotations
 
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import PollerBehaviorAutoscaling
+import asyncio
+from dataclasses import dataclass
 
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import PollerBehaviorAutoscaling, SlotPermit
+
+from jobctl.activities.attempt_slots import AttemptSlots
 from jobctl.activities.job_worker import HANDLER_POLLERS_MAX
 from jobctl.activities.registry import load_handlers
 from jobctl.worker import WorkerSettings, build_worker
@@ -57,3 +61,33 @@ async def test_each_handler_queue_scales_its_pollers_with_its_backlog(
             assert behavior.maximum == HANDLER_POLLERS_MAX == 10
     finally:
         job_worker.close()
+
+
+@dataclass
+class _Reserve:
+    task_queue: str
+    slot_type: str = "activity"
+
+
+@dataclass
+class _Used:
+    permit: SlotPermit
+    slot_info: object = "activity"
+
+
+async def test_a_process_shares_its_attempt_slots_across_its_handler_queues() -> None:
+    """One set of slots for all of a process's handler workers (JOBS_MAX_CONCURRENT_JOBS +
+    JOBS_PREFETCH in all, not per handler): each queue keeps one poll out while a slot is
+    free, and none polls again while every slot holds an attempt."""
+    slots = AttemptSlots(1)
+    log = await slots.reserve_slot(_Reserve("q/handler/log"))  # type: ignore[arg-type]
+    other = await slots.reserve_slot(_Reserve("q/handler/other"))  # type: ignore[arg-type]
+    slots.mark_slot_used(_Used(log))  # type: ignore[arg-type]
+    again = asyncio.ensure_future(slots.reserve_slot(_Reserve("q/handler/log")))  # type: ignore[arg-type]
+    await asyncio.sleep(0.1)
+    assert not again.done()  # the process holds its one attempt
+    slots.release_slot(_Used(other, None))  # type: ignore[arg-type]
+    await asyncio.sleep(0.1)
+    assert not again.done()  # a poll that brought nothing frees no attempt's slot
+    slots.release_slot(_Used(log))  # type: ignore[arg-type]
+    await asyncio.wait_for(again, 5)
