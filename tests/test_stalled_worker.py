@@ -20,9 +20,9 @@ from temporalio.client import Client
 
 from jobctl.activities.job_worker import HANDLER_POLLERS_MAX
 from jobctl.starter import operations
+from jobctl.workflows.models import JobReport, JobStatus
 from tests.helpers.poll import eventually
 from tests.helpers.processes import Workers
-from jobctl.workflows.models import JobReport, JobStatus
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(240)]
 
