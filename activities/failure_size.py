@@ -24,6 +24,8 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
+from jobctl.workflows.textclip import clip_bytes, clip_bytes_tail
+
 # The server's limit for a retry failure kept in mutable state (see the module docstring).
 SERVER_FAILURE_LIMIT = 4096
 # What a failure of ours may take, its details aside: the server's warning level.
@@ -35,24 +37,8 @@ CAUSE_BYTES = 160  # message and stack trace of each kept cause
 
 
 def clip(text: str, limit: int = MESSAGE_BYTES) -> str:
-    """``text`` if it fits ``limit`` UTF-8 bytes, else its head (cut on a code point) and a
-    mark saying how long it was: ``"...… [cut: 1048576 bytes]"``, within ``limit``."""
-    raw = text.encode()
-    if len(raw) <= limit:
-        return text
-    mark = f"… [cut: {len(raw)} bytes]"
-    head = raw[: max(limit - len(mark.encode()), 0)].decode(errors="ignore")
-    return head + mark
-
-
-def clip_tail(text: str, limit: int) -> str:
-    """The last ``limit`` bytes of a stack trace (its innermost frames), marked when cut."""
-    raw = text.encode()
-    if len(raw) <= limit:
-        return text
-    mark = f"[cut: {len(raw)} bytes] …"
-    tail = raw[len(raw) - max(limit - len(mark.encode()), 0) :].decode(errors="ignore")
-    return mark + tail
+    """An attempt's error message cut to ``limit`` bytes (see textclip.clip_bytes)."""
+    return clip_bytes(text, limit)
 
 
 def size_without_details(failure: Failure) -> int:
@@ -68,7 +54,7 @@ def size_without_details(failure: Failure) -> int:
 def cut(failure: Failure, budget: int = FAILURE_BUDGET) -> Failure:
     """Cut ``failure`` in place until, details aside, it is within ``budget`` bytes."""
     failure.message = clip(failure.message)
-    failure.stack_trace = clip_tail(failure.stack_trace, STACK_BYTES)
+    failure.stack_trace = clip_bytes_tail(failure.stack_trace, STACK_BYTES)
     link, depth = failure, 0
     while link.HasField("cause"):
         if depth == MAX_CAUSES:
@@ -77,7 +63,7 @@ def cut(failure: Failure, budget: int = FAILURE_BUDGET) -> Failure:
         link = link.cause
         depth += 1
         link.message = clip(link.message, CAUSE_BYTES)
-        link.stack_trace = clip_tail(link.stack_trace, CAUSE_BYTES)
+        link.stack_trace = clip_bytes_tail(link.stack_trace, CAUSE_BYTES)
     for shed in (_shed_cause_stacks, _shed_causes, _shed_own_stack):
         if size_without_details(failure) <= budget:
             break

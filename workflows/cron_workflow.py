@@ -90,7 +90,8 @@ with workflow.unsafe.imports_passed_through():
         append_audit,
     )
     from jobctl.workflows.models.cron import Backfill, BackfillAnswer, BackfillRequest
-    from jobctl.workflows.uitext import clip, code, job_details, moment_text
+    from jobctl.workflows.textclip import clip_line
+    from jobctl.workflows.uitext import code, job_details, moment_text
 
 from jobctl.workflows.job_workflow import JobWorkflow
 
@@ -476,7 +477,7 @@ class CronJobWorkflow:
         # replaced, never waited on again.
         if self.slot_timer is None or self.slot_timer[0] != fire_at or self.slot_timer[1].done():
             self._drop_slot_timer()
-            sleep = workflow.sleep(fire_at - workflow.now(), summary=clip(label) or None)
+            sleep = workflow.sleep(fire_at - workflow.now(), summary=clip_line(label) or None)
             self.slot_timer = (fire_at, asyncio.ensure_future(sleep))
         timer = self.slot_timer[1]
         changed = self._changed_since(self.controls_seen)
@@ -493,7 +494,7 @@ class CronJobWorkflow:
         timeout = (until - workflow.now()) if until is not None else None
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                self._changed_since(seen), timeout=timeout, timeout_summary=clip(label) or None
+                self._changed_since(seen), timeout=timeout, timeout_summary=clip_line(label) or None
             )
 
     def _changed_since(self, seen: int) -> Callable[[], bool]:

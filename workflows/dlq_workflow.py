@@ -38,8 +38,8 @@ with workflow.unsafe.imports_passed_through():
         JobRelease,
         ReleaseRequest,
     )
-    from jobctl.workflows.textclip import ellipsize
-    from jobctl.workflows.uitext import clip, code, md
+    from jobctl.workflows.textclip import clip_line, ellipsize
+    from jobctl.workflows.uitext import code, md
 
 MAX_ENTRIES = 1000
 MAX_LOG = 500
@@ -252,7 +252,7 @@ class DeadLetterQueueWorkflow:
             last = self.log_lines[-1]
             stamp = last.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
             who = f" {code(last.job_id)}" if last.job_id else ""
-            lines.append(f"latest: {last.action}{who} at {stamp}: {md(clip(last.detail))}")
+            lines.append(f"latest: {last.action}{who} at {stamp}: {md(clip_line(last.detail))}")
         return "\n\n".join(lines)
 
     def snapshot(self, next_generation: bool = False) -> DlqState:

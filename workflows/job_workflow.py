@@ -88,7 +88,7 @@ with workflow.unsafe.imports_passed_through():
         SemaphoreState,
         concurrency_workflow_id,
     )
-    from jobctl.workflows.uitext import clip
+    from jobctl.workflows.textclip import clip_line
 
 Outcome = Literal["done", "exhausted", "withdrawn"]
 
@@ -235,7 +235,7 @@ class JobWorkflow:
         return workflow.start_activity(
             names.RUN_JOB,
             job,
-            summary=clip(f"{self.spec.handler} · round {state.round} · {tries} of {last}"),
+            summary=clip_line(f"{self.spec.handler} · round {state.round} · {tries} of {last}"),
             result_type=RunJobResult,
             activity_id=activity_id,
             # Only workers serving the handler poll its queue; none within handler_wait:

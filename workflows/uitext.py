@@ -8,32 +8,17 @@ below.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
 from jobctl.workflows import cronmath
 from jobctl.workflows.durations import format_duration
 from jobctl.workflows.models import AuditEntry, JobSpec
+from jobctl.workflows.textclip import SUMMARY_BYTES
+from jobctl.workflows.textclip import clip_line as clip
 
-SUMMARY_BYTES = 380
 ERROR_BYTES = 300
 AUDIT_LINES = 3  # the newest trail entries the current details show
 NOTE_BYTES = 160
-
-
-def _json_bytes(text: str) -> int:
-    return len(json.dumps(text, ensure_ascii=False).encode())
-
-
-def clip(text: str, limit: int = SUMMARY_BYTES) -> str:
-    """One line that fits ``limit`` bytes as a JSON string; cut on a code point, with "…"."""
-    text = " ".join(text.split())
-    if _json_bytes(text) <= limit:
-        return text
-    text = text[:limit]
-    while text and _json_bytes(text + "…") > limit:
-        text = text[:-1]
-    return text + "…"
 
 
 def md(text: str) -> str:
