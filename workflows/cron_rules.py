@@ -42,9 +42,11 @@ MAX_BACKLOG_RECORDS = 100
 # A run waiting for the children it tracks before continuing-as-new rotates anyway beyond
 # this many times its event budget.
 FORCED_ROTATION = 2
-# A backfill covers at most this many slots (a week of a per-minute cron); backfills start
-# their slots this many per workflow task; at most this many wait in one cron.
-MAX_BACKFILL_SLOTS = 10_000
+# A backfill covers at most this many slots (a day of a per-minute cron): the workflow counts
+# them in one task (the update), and 10,000 took over the SDK's 2 s deadlock limit on a busy
+# machine, failing that task again and again; backfills start their slots this many per
+# workflow task; at most this many wait in one cron.
+MAX_BACKFILL_SLOTS = 2_000
 BACKFILL_BATCH = 50
 MAX_QUEUED_BACKFILLS = 10
 # "at or after t" as "strictly after t - 1 µs": slots are whole seconds.

@@ -100,7 +100,7 @@ def backfill(
 ) -> None:
     """Run every slot of cron JOB_ID in [--from, --to] that has no job yet: each slot's job
     has the slot's usual id, so a slot that already ran (or an earlier backfill ran) is not
-    run again. At most 10,000 slots per backfill."""
+    run again. At most 2,000 slots per backfill."""
     operations.backfill_request(start, end, overlap, note)  # a bad range exits 2 at once
     answer = run(
         lambda client: operations.backfill(client, job_id, start, end, overlap, note, cli_actor())

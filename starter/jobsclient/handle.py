@@ -110,7 +110,7 @@ class JobHandle:
         at once, ``"buffer_all"`` one after another (default: ``allow_all`` for an
         ``allow_all`` cron, else ``buffer_all``). Answers how many slots the range holds;
         each slot's outcome (``backfilled`` or ``duplicate``) shows in :meth:`status`. More
-        than 10,000 slots raise :class:`~starter.errors.SpecError`."""
+        than 2,000 slots raise :class:`~starter.errors.SpecError`."""
         return await operations.backfill(
             self._client, self.job_id, from_, to, overlap, note, self._actor
         )

@@ -31,6 +31,7 @@ from jobctl.starter.dev.devserver import DevServer
 from jobctl.starter.errors import InvalidTransition, JobNotFound, JobsError, SpecError
 from jobctl.starter.jobsclient import JobsClient
 from jobctl.workflows import names
+from jobctl.workflows.cron_rules import MAX_BACKFILL_SLOTS
 from jobctl.workflows.models import CronReport
 from tests.helpers.cron import report as cron_report
 from tests.helpers.poll import eventually
@@ -47,7 +48,8 @@ HOUR_TOP = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 PAST = (HOUR_TOP - timedelta(hours=3)).isoformat()
 LATER_PAST = (HOUR_TOP - timedelta(hours=1)).isoformat()
 FUTURE = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-TOO_MANY_FROM = (HOUR_TOP - timedelta(hours=10_000)).isoformat()  # 10,001 hourly slots
+TOO_MANY_FROM = (HOUR_TOP - timedelta(hours=MAX_BACKFILL_SLOTS)).isoformat()  # one too many
+CAP = f"more than {MAX_BACKFILL_SLOTS:,} slots"
 ELEVEN_YEARS = (datetime.now(UTC) + timedelta(days=11 * 366)).isoformat()
 
 
@@ -119,7 +121,7 @@ CLIENT_CASES: list[tuple[str, Any, Any, Any, dict[str, Any], str, str]] = [
     ("overlap skip", PAST, LATER_PAST, "skip", {}, "overlap", "allow_all"),
     ("overlap nonsense", PAST, LATER_PAST, "sometimes", {}, "overlap", "buffer_all"),
     ("note too long", PAST, LATER_PAST, None, {"note": "n" * 501}, "note", "500"),
-    ("10,001 slots", TOO_MANY_FROM, HOUR_TOP.isoformat(), None, {}, "to", "10,000 slots"),
+    ("too many slots", TOO_MANY_FROM, HOUR_TOP.isoformat(), None, {}, "to", CAP),
 ]
 
 
@@ -173,7 +175,7 @@ CLI_CASES: list[tuple[str, list[str], str | None]] = [
     ("to in the future", ["--from", PAST, "--to", FUTURE], "to: must not be in the future"),
     ("Unix time", ["--from", "1900000000", "--to", LATER_PAST], "from: must be an ISO-8601"),
     ("naive", ["--from", "2026-01-01T00:00", "--to", LATER_PAST], "from: must include"),
-    ("10,001 slots", ["--from", TOO_MANY_FROM, "--to", HOUR_TOP.isoformat()], "to: the range"),
+    ("too many slots", ["--from", TOO_MANY_FROM, "--to", HOUR_TOP.isoformat()], "to: the range"),
     ("overlap skip", ["--from", PAST, "--to", LATER_PAST, "--overlap", "skip"], None),
     ("no --to", ["--from", PAST], None),
 ]
@@ -223,7 +225,7 @@ API_CASES: list[tuple[str, bytes, dict[str, str], int, str, str | None]] = [
     ("an extra field", body(actor="mallory"), JSON, 422, "invalid", "actor"),
     ("overlap cancel_other", body(overlap="cancel_other"), JSON, 422, "invalid", "overlap"),
     (
-        "10,001 slots",
+        "too many slots",
         body(**{"from": TOO_MANY_FROM, "to": HOUR_TOP.isoformat()}),
         JSON,
         422,
@@ -283,7 +285,7 @@ UPDATE_CASES: list[tuple[str, Any, str]] = [
     # (case, the update's argument as JSON, what the refusal says)
     ("from after to", {"from": LATER_PAST, "to": PAST}, "from is after to"),
     ("to in the future", {"from": PAST, "to": FUTURE}, "to is in the future"),
-    ("10,001 slots", {"from": TOO_MANY_FROM, "to": HOUR_TOP.isoformat()}, "10,000 slots"),
+    ("too many slots", {"from": TOO_MANY_FROM, "to": HOUR_TOP.isoformat()}, CAP),
     ("actor too long", {"from": PAST, "to": LATER_PAST, "actor": "a" * 10_000}, "actor"),
     ("no to", {"from": PAST}, DECODING),
     ("a string", "last week", DECODING),
