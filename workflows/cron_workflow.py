@@ -57,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
     import jobctl.workflows.cron_state as cron_state
     import jobctl.workflows.cronmath as cronmath
     import jobctl.workflows.inbox as inbox
-    from jobctl.workflows import names
+    from jobctl.workflows import controls, names
     from jobctl.workflows.cron_rules import (
         BACKFILL_BATCH,
         FORCED_ROTATION,
@@ -427,12 +427,7 @@ class CronJobWorkflow:
             self._audit("cancel", request, detail)
 
     def _reject(self, reason: str, raw: object = None) -> None:
-        """Record a dropped message in the audit trail (see workflows/inbox.py)."""
-        streak = inbox.record_rejection(
-            self.state.audit, workflow.now(), reason, inbox.actor_of(raw)
-        )
-        if streak == 1:
-            workflow.logger.warning("cron %s: %s", self.spec.id, reason)
+        controls.reject(self.state.audit, f"cron {self.spec.id}", reason, raw)
         self._show()
 
     # The waits: for a slot's start or fire time (one timer per slot, kept across wake-ups),
@@ -628,17 +623,11 @@ class CronJobWorkflow:
 
     @workflow.signal(name=names.SIGNAL_CANCEL_REQUESTED)
     def cancel_requested(self, *args: Any) -> None:
-        """Who cancels and why (a ControlRequest): sent just before the workflow cancellation
-        itself. An invalid one is recorded as rejected; the cancellation still notes itself."""
-        request = args[0] if args else None
-        signal = names.SIGNAL_CANCEL_REQUESTED
-        try:
-            checked = inbox.signal_arg(args, inbox.CONTROL_ARG, signal, optional=True)
-        except inbox.Invalid as err:
-            self._reject(str(err), request)
-            return
-        self.cancel_noted = True
-        self._audit("cancel", checked, "no further slots")
+        """Who cancels the cron and why (see controls.accept_cancel)."""
+        request = controls.accept_cancel(args, self._reject)
+        if not isinstance(request, controls.Rejected):
+            self.cancel_noted = True
+            self._audit("cancel", request, "no further slots")
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:

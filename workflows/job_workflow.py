@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     import jobctl.workflows.inbox as inbox
     import jobctl.workflows.job_text as job_text
     import jobctl.workflows.jobstatus as js
-    from jobctl.workflows import names
+    from jobctl.workflows import controls, names
     from jobctl.workflows.durations import format_duration
     from jobctl.workflows.job_rules import (
         DLQ_RETRY,
@@ -357,12 +357,7 @@ class JobWorkflow:
         self._show()
 
     def _reject(self, reason: str, raw: object = None) -> None:
-        """Record a dropped message in the audit trail (see workflows/inbox.py)."""
-        streak = inbox.record_rejection(
-            self.state.audit, workflow.now(), reason, inbox.actor_of(raw)
-        )
-        if streak == 1:
-            workflow.logger.warning("job %s: %s", self.spec.id, reason)
+        controls.reject(self.state.audit, f"job {self.spec.id}", reason, raw)
         self._show()
 
     def _note_cancellation(self, detail: str | None) -> None:
@@ -661,17 +656,11 @@ class JobWorkflow:
 
     @workflow.signal(name=names.SIGNAL_CANCEL_REQUESTED)
     def cancel_requested(self, *args: Any) -> None:
-        """Who cancels and why (a ControlRequest): sent just before the workflow cancellation
-        itself. An invalid one is recorded as rejected; the cancellation still notes itself."""
-        request = args[0] if args else None
-        signal = names.SIGNAL_CANCEL_REQUESTED
-        try:
-            checked = inbox.signal_arg(args, inbox.CONTROL_ARG, signal, optional=True)
-        except inbox.Invalid as err:
-            self._reject(str(err), request)
-            return
-        self.state.cancel_noted = True
-        self._audit("cancel", checked)
+        """Who cancels the job and why (see controls.accept_cancel)."""
+        request = controls.accept_cancel(args, self._reject)
+        if not isinstance(request, controls.Rejected):
+            self.state.cancel_noted = True
+            self._audit("cancel", request)
 
     @workflow.signal(name=names.SIGNAL_REQUEUE)
     async def requeue(self, *args: Any) -> None:
