@@ -15,20 +15,24 @@ plain path line runs no ``.pth`` there), and nothing puts the repository on its 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
-import textwrap
 import uuid
+from functools import partial
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
 
 from jobctl.starter.dev.devserver import DevServer
 from tests.helpers.demo import run_demo
+from tests.helpers.files import site_packages, write
 from tests.helpers.processes import ROOT
+from tests.helpers.temporal import end_singletons
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(300)]
 
@@ -127,9 +131,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [wheel] = (base / "dist").glob("jobs_scheduler-*.whl")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    site = venv / "lib" / version / "site-packages"
-    (site / "_our_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    (site_packages(venv) / "_our_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     python = venv / "bin" / "python"
     install = [str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)]
     done = subprocess.run(install, capture_output=True, text=True, timeout=180)
@@ -142,14 +144,6 @@ def app_env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": "", "JOBS_HANDLER_MODULES": "", **extra}
 
 
-def write_app(base: Path) -> Path:
-    for name, text in APP.items():
-        path = base / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    return base
-
-
 def test_the_wheel_installs_jobctl_and_nothing_under_the_apps_names(installed: Path) -> None:
     site = next((installed.parent / "lib").glob("python*/site-packages"))
     tops = {path.name for path in site.iterdir() if not path.name.endswith((".pth", "info"))}
@@ -159,10 +153,10 @@ def test_the_wheel_installs_jobctl_and_nothing_under_the_apps_names(installed: P
     assert not (site / "jobctl" / "workflows").is_symlink()
 
 
-def test_an_app_with_its_own_top_level_packages_schedules_and_runs_a_job(
-    installed: Path, dev_server: DevServer, tmp_path: Path
+async def test_an_app_with_its_own_top_level_packages_schedules_and_runs_a_job(
+    installed: Path, dev_server: DevServer, dev_client: Client, tmp_path: Path
 ) -> None:
-    app = write_app(tmp_path / "app")
+    app = write(tmp_path / "app", APP)
     queue = f"app-{uuid.uuid4().hex[:8]}"
     env = app_env(TEMPORAL_ADDRESS=dev_server.address, JOBS_TASK_QUEUE=queue)
     log = (tmp_path / "worker.log").open("wb")
@@ -176,12 +170,9 @@ def test_an_app_with_its_own_top_level_packages_schedules_and_runs_a_job(
     )
     try:
         job_id = f"app-{uuid.uuid4().hex[:10]}"
-        run = subprocess.run(
-            [installed / "python", "main.py", dev_server.address, queue, job_id],
-            env=env,
-            cwd=app,
-            capture_output=True,
-            text=True,
+        command = [str(installed / "python"), "main.py", dev_server.address, queue, job_id]
+        run = await asyncio.to_thread(
+            partial(subprocess.run, command, env=env, cwd=app, capture_output=True, text=True),
             timeout=120,
         )
         assert worker.poll() is None, (tmp_path / "worker.log").read_text()
@@ -191,6 +182,7 @@ def test_an_app_with_its_own_top_level_packages_schedules_and_runs_a_job(
         worker.kill()
         worker.wait()
         log.close()
+        await end_singletons(dev_client)  # the registry lived on this test's queue
 
 
 def test_jobctl_dev_demo_runs_from_the_wheel(installed: Path, tmp_path: Path) -> None:

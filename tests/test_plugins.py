@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import sysconfig
-import textwrap
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -34,6 +33,7 @@ from jobctl.starter import operations
 from jobctl.starter.dev.devserver import DevServer, die_with_parent
 from jobctl.starter.errors import SpecError
 from jobctl.workflows.models import JobReport
+from tests.helpers.files import site_packages, write
 from tests.helpers.poll import eventually
 from tests.helpers.processes import JOBS, cli_env
 from tests.helpers.temporal import end_singletons
@@ -137,18 +137,6 @@ from {package}.greeting import GreetingWorkflow
 def greet(ctx):
     return {{"workflow": GreetingWorkflow.__name__, "who": ctx.payload.get("who")}}
 """
-
-
-def write(base: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = base / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    return base
-
-
-def site_packages(venv: Path) -> Path:
-    return venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
 
 
 @pytest.fixture(scope="module")
