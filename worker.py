@@ -14,7 +14,7 @@ the environment:
 * ``JOBS_LOOP_STALL_LIMIT`` (default 60s; 0: off): a worker whose event loop has not turned
   for this long (an async handler blocking it) logs where it is stuck and exits with code 70
   for its supervisor to restart it (:mod:`activities.loop_watchdog`).
-* ``JOBS_CANCEL_LATENCY`` (default 10s; at least 1s): the most ``jobs cancel`` takes to reach
+* ``JOBS_CANCEL_LATENCY`` (default 10s; at least 1s): the most ``jobctl cancel`` takes to reach
   a running handler (``ctx.cancelled``, an async handler's CancelledError). A cancel rides the
   answer to a heartbeat, so while a handler runs its worker sends one at least this often
   (or every 80% of the job's lease, if that is shorter): 3600/10 = 360 heartbeats per hour of

@@ -73,7 +73,7 @@ class Succeeded:
 
 @dataclass
 class CancelRequested:
-    """``jobs cancel`` reached the running handler."""
+    """``jobctl cancel`` reached the running handler."""
 
     async def settle(self, attempt: AttemptLog, spec: JobSpec) -> RunJobResult:
         attempt.close("cancelled", CancelledByRequest("job cancelled while running"))

@@ -10,7 +10,7 @@ job's retry then does the same to every fresh worker it reaches. So the handler 
 :class:`HandlerAborted`: the attempt fails with the original type and value as its reason,
 retried or dead-lettered like any failure, and the worker keeps polling.
 
-``asyncio.CancelledError`` keeps its meaning when it was asked for (``jobs cancel``, the job's
+``asyncio.CancelledError`` keeps its meaning when it was asked for (``jobctl cancel``, the job's
 timeout, a lost lease, a worker shutting down): only a handler cancelling itself is contained.
 A real Ctrl-C or SIGTERM never arrives as an exception inside a handler: the worker turns both
 into a graceful shutdown with its own signal handlers (worker.py).
@@ -48,7 +48,7 @@ REPORT_TIMEOUT = timedelta(seconds=10)
 
 
 class CancelledByRequest(Exception):
-    """Recorded as the error of an attempt stopped by ``jobs cancel``."""
+    """Recorded as the error of an attempt stopped by ``jobctl cancel``."""
 
 
 class HandedOver(Exception):
@@ -76,7 +76,7 @@ class WorkerStopped(Exception):
 def cancellation_cause(
     details: activity.ActivityCancellationDetails | None, lease: float
 ) -> tuple[Outcome, BaseException]:
-    """What a CancelledError that is neither ``jobs cancel`` nor a clean shutdown means for
+    """What a CancelledError that is neither ``jobctl cancel`` nor a clean shutdown means for
     the attempt: a lost lease, a worker whose loop was torn down, or Temporal's own reason."""
     if details is None:  # not Temporal's cancel: asyncio cancelled every task on the way out
         stopped = "the worker's event loop stopped under the attempt; it runs again elsewhere"

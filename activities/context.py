@@ -58,7 +58,7 @@ class JobContext(Generic[P]):
     _cancelled: threading.Event = field(repr=False, default_factory=threading.Event)
 
     def report_progress(self, details: Any) -> None:
-        """Send JSON-serializable progress with the next heartbeat (shown by ``jobs status``)."""
+        """Send JSON-serializable progress with the next heartbeat (shown by ``jobctl status``)."""
         self._report(details)
 
     @property

@@ -3,7 +3,7 @@
 The server keeps a retrying activity's last failure in the workflow's mutable state, and one
 over ``limit.mutableStateActivityFailureSize.error`` (4096 bytes of encoded ``Failure``; the
 default of the dev server we ship, Temporal Server 1.32.0: a failure of exactly 4096 bytes is
-kept, one of 4097 is not) is replaced by ``Failure exceeds size limit.``. ``jobs status``,
+kept, one of 4097 is not) is replaced by ``Failure exceeds size limit.``. ``jobctl status``,
 ``GET /jobs/{id}`` and the board read the last error from there while a job retries.
 
 So a failure is cut before it leaves the worker: the message keeps its first

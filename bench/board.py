@@ -2,7 +2,7 @@
 
     python -m bench.board [--jobs 10000] [--refreshes 30]
 
-One fresh dev server (SQLite file, WAL), one ``jobs worker`` and a ``jobs api`` process with
+One fresh dev server (SQLite file, WAL), one ``jobctl worker`` and a ``jobctl api`` process with
 ``JOBS_BOARD_TTL=0`` (every request builds its own snapshot; by default requests within a
 second share one). On the server: ``--jobs`` one-shots due in an hour, plus a mix in every
 other state: 300 done, 200 dead, 60 running (a long sleep), 40 retrying (a backoff of an hour,

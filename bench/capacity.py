@@ -2,7 +2,7 @@
 
     python -m bench.capacity [--jobs 600] [--ahead 80] [--lead 60] [--check 60]
 
-One fresh dev server (SQLite, WAL) and one ``jobs worker``. ``--jobs`` one-shots due together,
+One fresh dev server (SQLite, WAL) and one ``jobctl worker``. ``--jobs`` one-shots due together,
 ``--ahead`` seconds out, each with ``dispatch_lead`` ``--lead`` (and a lease that covers the
 wait, so no heartbeat), wake spread thinly over [run_at - lead, run_at - 15 s]: nothing queues,
 so each phase's CPU is the work itself. CPU is read from /proc for the server and the worker

@@ -280,7 +280,7 @@ async def gather_limited(limit: int, jobs: Iterable[Awaitable[Any]]) -> list[Any
 
 
 async def start_api(server: DevServer, **env: str) -> tuple[subprocess.Popen[bytes], str]:
-    """A ``jobs api`` process on a free port for ``server`` (our bench queue and handlers,
+    """A ``jobctl api`` process on a free port for ``server`` (our bench queue and handlers,
     plus ``env``), once its /healthz answers."""
     port = free_port()
     environment = {

@@ -3,7 +3,7 @@
     python -m bench.herd [--jobs 1000 5000] [--ahead 60 [300]] [--peer] [--sides ours ...]
                          [--load N]
 
-For each size, ours (``jobs worker``, defaults but a prefetch that fits the herd) and the
+For each size, ours (``jobctl worker``, defaults but a prefetch that fits the herd) and the
 baseline (timer + activity, SDK-default worker) each get a fresh dev server (SQLite file, WAL)
 and the same herd. Fire lag is the handler's start minus run_at; drain is when the last handler
 started. ``--peer`` adds procrastinate on a local PostgreSQL (bench/peer.py, 1 s poll);

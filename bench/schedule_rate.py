@@ -6,7 +6,7 @@ one by one and in bulk.
 Every run gets a fresh dev server (SQLite file, WAL) with its worker running, and schedules
 ``--jobs`` jobs due in an hour. One by one, from ``--callers`` concurrent callers: ours with
 ``operations.schedule`` (validation, handler check, start with search attributes), ours
-through ``POST /jobs`` (a separate ``jobs api`` process), and the baseline's raw
+through ``POST /jobs`` (a separate ``jobctl api`` process), and the baseline's raw
 ``start_workflow``. In bulk, batches of ``operations.MAX_BATCH`` (1,000) specs one after the
 other: ``operations.schedule_many`` (``bulk-client``) and ``POST /jobs/batch`` (``bulk-api``).
 The order rotates between repeats. Prints medians and ratios, writes JSON.

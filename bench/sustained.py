@@ -10,7 +10,7 @@ the default 200 keeps a backlog at the server, so the figure is throughput (on 2
 bounded by the dev server's workflow-task dispatch, not by CPU: README, "Sustained").
 Both sides get a fresh dev server (SQLite file, WAL) and their own worker: a process of its
 own, or with ``--embedded`` one in the bench's process on the client it schedules through
-(the shape of ``jobs dev``, whose API schedules through its worker's client; ours then starts
+(the shape of ``jobctl dev``, whose API schedules through its worker's client; ours then starts
 a job due now eagerly, operations.starting). Prints completed
 jobs/s and end-to-end latency (submit to completion), writes JSON. One run of each side
 varied by up to 15% from run to run here, so ours and the baseline run ``--rounds`` times in

@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing: one trace from ``jobs schedule`` / ``POST /jobs`` to the handler.
+"""OpenTelemetry tracing: one trace from ``jobctl schedule`` / ``POST /jobs`` to the handler.
 
 Off unless switched on, and then free: no interceptor, no provider, not even an import of the
 OpenTelemetry SDK. On when
@@ -7,7 +7,7 @@ OpenTelemetry SDK. On when
   in batches to that collector over OTLP/HTTP (protobuf, port 4318); the exporter reads the
   other standard ``OTEL_EXPORTER_OTLP_*`` variables (headers, timeout, certificates) itself;
 * ``JOBS_TRACE_CONSOLE=1``: every span is printed to stderr as it ends (stderr, so
-  ``jobs schedule --json`` keeps a clean stdout), for debugging;
+  ``jobctl schedule --json`` keeps a clean stdout), for debugging;
 
 both at once is fine, and ``OTEL_SDK_DISABLED=true`` wins over either. The decision is made
 once per process, on first use, and so is the :class:`TracerProvider`. Its ``service.name`` is
@@ -285,7 +285,7 @@ def span(
 def schedule_span(
     spec: Mapping[str, Any], carrier: Mapping[str, str] | None = None
 ) -> contextlib.AbstractContextManager[Traced]:
-    """The root span of ``jobs schedule`` and ``POST /jobs``: what the request says up front
+    """The root span of ``jobctl schedule`` and ``POST /jobs``: what the request says up front
     (handler, kind, id when given); :meth:`Traced.scheduled` adds the answer."""
     attributes: dict[str, AttributeValue] = {
         "jobs.kind": "cron" if spec.get("cron") is not None else "one-shot"

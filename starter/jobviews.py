@@ -1,6 +1,6 @@
 """Temporal's state of a job, read into the facts :mod:`workflows.jobstatus` judges.
 
-Shared by ``jobs status`` / ``GET /jobs/{id}``, ``jobs list`` / ``GET /jobs`` and the board,
+Shared by ``jobctl status`` / ``GET /jobs/{id}``, ``jobctl list`` / ``GET /jobs`` and the board,
 so they all show the status one rule computed. No decisions live here: only reading.
 """
 

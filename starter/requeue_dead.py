@@ -2,7 +2,7 @@
 
     python -m jobctl.starter.requeue_dead JOB_ID [--note "fixed the upstream outage"]
 
-``jobs dlq list`` shows the dead jobs. Connects like every ``jobs`` command.
+``jobctl dlq list`` shows the dead jobs. Connects like every ``jobs`` command.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The HTTP API end to end: `jobs api` and `jobs worker` processes on a real dev server."""
+"""The HTTP API end to end: `jobctl api` and `jobctl worker` processes on a real dev server."""
 
 from __future__ import annotations
 
@@ -395,7 +395,7 @@ def test_openapi_and_docs_are_served(stack: Stack) -> None:
 
 def test_list_by_every_status_including_cancelling_and_discarded(stack: Stack) -> None:
     """``GET /jobs?status=`` takes every public status (cancelling and discarded too) and
-    lists by the status ``GET /jobs/{id}`` shows; ``jobs list --status`` agrees."""
+    lists by the status ``GET /jobs/{id}`` shows; ``jobctl list --status`` agrees."""
     http = stack.http
     for status in (
         "scheduled",

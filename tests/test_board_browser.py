@@ -1,5 +1,5 @@
 """The job board in a real browser: headless Chromium (Debian's ``chromium``) driven by
-Playwright, against a real dev server, ``jobs worker`` and ``jobs api`` (the ``stack`` fixture).
+Playwright, against a real dev server, ``jobctl worker`` and ``jobctl api`` (the ``stack`` fixture).
 
 Nothing here is skipped: without Playwright or Chromium the tests fail and say what to install.
 Screenshots of each state land in the test's output directory (printed at the end).

@@ -1,5 +1,5 @@
 """Bulk scheduling end to end on the dev server: ``operations.schedule_many``, ``POST
-/jobs/batch`` (in process) and ``jobs schedule --from-file`` (a subprocess): per-item results
+/jobs/batch`` (in process) and ``jobctl schedule --from-file`` (a subprocess): per-item results
 in order, the valid specs started with the right run_at, the refused ones started nothing, and
 the 1,000-spec cap."""
 

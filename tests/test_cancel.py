@@ -1,5 +1,5 @@
 """Cancel you can trust, on a dev server with real worker processes: a cancel reaches a running
-handler within the promised bound on the default lease, ``jobs status`` (and the board) say
+handler within the promised bound on the default lease, ``jobctl status`` (and the board) say
 ``cancelling`` until the job settles, and a handler that finishes just as the cancel arrives
 ends the job ``cancelled`` with the handler's result kept and the audit trail saying so."""
 
@@ -100,7 +100,7 @@ async def test_cancel_reaches_a_running_handler_within_the_promise_on_the_defaul
 async def test_status_says_cancelling_until_the_job_settles(
     dev_client: Client, cli: dict[str, str], task_queue: str, workers: Workers, tmp_path: Path
 ) -> None:
-    """Right after ``jobs cancel`` returns, the CLI, the API's report and the board say
+    """Right after ``jobctl cancel`` returns, the CLI, the API's report and the board say
     cancelling, with the most the cancel takes to reach the handler; then cancelled. A second
     cancel meanwhile changes nothing."""
     # A 30 s cancel latency keeps the cancel on its way long enough for several CLI calls on a

@@ -33,7 +33,7 @@ def test_schedule_in_seconds_then_status_reaches_done(
         "--payload",
         '{"seconds": 0.2}',
         "--in",
-        "10s",  # one `jobs status` took over 3 s at a load average of 10 (a CI run failed so)
+        "10s",  # one `jobctl status` took over 3 s at a load average of 10 (a CI run failed so)
     )
     assert scheduled["job_id"].startswith("job-") and scheduled["next_run_at"]
     first = jobs_json(cli, "status", scheduled["job_id"])
@@ -189,7 +189,7 @@ def test_status_shows_the_live_state_running_then_retrying(
     cli: dict[str, str], workers: Workers
 ) -> None:
     worker = workers.start()
-    # 8 s running: each `jobs status` takes over a second on a loaded 2-core machine, and a
+    # 8 s running: each `jobctl status` takes over a second on a loaded 2-core machine, and a
     # 3 s window was once missed.
     payload = json.dumps({"seconds": 8, "fail_times": 1})
     job_id = jobs_json(

@@ -401,7 +401,7 @@ async def test_a_secret_payload_never_reaches_temporal_in_clear(
             assert preflight.status_code == 200
             assert preflight.headers["access-control-allow-origin"] == UI
 
-        # Status reads it back with the key: in process and through `jobs status`.
+        # Status reads it back with the key: in process and through `jobctl status`.
         monkeypatch.setenv(KEY_ENV, keys)
         monkeypatch.delenv(KEY_FILE_ENV, raising=False)
         sealed_client = await connect(dev_server.address, "default")
@@ -413,7 +413,7 @@ async def test_a_secret_payload_never_reaches_temporal_in_clear(
         status = jobs(env, "status", job_id, "--json")
         assert status.returncode == 0, status.stderr
         assert json.loads(status.stdout)["status"] == "done"
-        # Without the key `jobs status` fails, with one line and no secret.
+        # Without the key `jobctl status` fails, with one line and no secret.
         keyless = {k: v for k, v in env.items() if k != KEY_ENV}
         blind = jobs(keyless, "status", job_id, "--json")
         assert blind.returncode != 0 and SECRET not in blind.stdout + blind.stderr

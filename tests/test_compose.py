@@ -245,7 +245,7 @@ def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
 
 
 def dockerfile_problems(text: str) -> list[str]:
-    """The final stage: a pinned python:3.11-slim base, a non-root user, ``jobs worker``."""
+    """The final stage: a pinned python:3.11-slim base, a non-root user, ``jobctl worker``."""
     instructions = dockerfile_instructions(text)
     starts = [i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM"]
     if not starts:

@@ -39,7 +39,7 @@ def this_hour() -> datetime:
 
 
 async def start_cron(env: WorkflowEnvironment, task_queue: str, **fields: Any) -> str:
-    """A cron started as ``jobs schedule`` starts it (its memo holds its schedule)."""
+    """A cron started as ``jobctl schedule`` starts it (its memo holds its schedule)."""
     now = await env.get_current_time()
     data = {"name": "backfilled", "handler": "log", "cron": "0 * * * *", **time_skipping_lead(env)}
     data.update(fields)
@@ -279,7 +279,7 @@ def test_slots_are_counted_within_the_range_and_the_bounds() -> None:
 async def test_the_cli_and_the_api_backfill_on_the_dev_server(
     dev_client: Client, cli: dict[str, str], task_queue: str
 ) -> None:
-    """``jobs cron backfill`` and ``POST /cron/{id}/backfill`` end to end: the CLI queues
+    """``jobctl cron backfill`` and ``POST /cron/{id}/backfill`` end to end: the CLI queues
     three slots; the API's identical request finds all three taken (duplicate)."""
     cron_id = f"cron-{uuid.uuid4().hex[:10]}"
     hour = this_hour()

@@ -167,7 +167,7 @@ async def test_an_empty_dlq_answers_empty_lists_never_null(
     dev_client: Client, dev_server: DevServer, task_queue: str
 ) -> None:
     """``entries`` and ``log`` on a DLQ with nothing in it: the payload is ``[]``, and so is
-    what ``jobs dlq list`` / ``jobs dlq log`` print. The bare temporal CLI (1.9.1) prints
+    what ``jobctl dlq list`` / ``jobctl dlq log`` print. The bare temporal CLI (1.9.1) prints
     every empty JSON list as null, nested ones too (``state``'s ``entries``, whose payload is
     ``{"entries": [], ...}``): its rendering, not our answer."""
     from tests.helpers.temporal import end_singletons

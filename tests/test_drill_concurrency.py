@@ -1,4 +1,4 @@
-"""Drill (issue 18): 50 jobs on one concurrency key with limit 3, two ``jobs worker`` processes,
+"""Drill (issue 18): 50 jobs on one concurrency key with limit 3, two ``jobctl worker`` processes,
 one SIGKILLed while it runs a handler of the key. From the handlers' own start and done records
 (a killed handler's run ends at the kill): never more than 3 running at once, none lost, the
 killed job's attempt re-run (under the permit it kept) after its lease, and nothing else run

@@ -1,5 +1,5 @@
 """Failure drills under load, against real processes: a dev server on its SQLite file and
-``jobs worker`` subprocesses. Each drill prints a report row (see tests/helpers/drills.py)."""
+``jobctl worker`` subprocesses. Each drill prints a report row (see tests/helpers/drills.py)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ async def test_schedule_status_result(jobs: JobsClient, dev_client: Client, queu
     assert (handle.job_id, handle.created) == (job_id, True)
     assert handle.next_run_at is not None
     report = await handle.status()
-    # the same object `jobs status --json` prints
+    # the same object `jobctl status --json` prints
     assert type(report) is type(await operations.status(dev_client, job_id))
     assert report.job_id == job_id and report.name == "hello" and report.handler == "log"
     # Due in 1 s: on a loaded machine the first read may already find it done.

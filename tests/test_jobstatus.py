@@ -181,7 +181,7 @@ def test_a_running_first_attempt_is_attempt_1_never_0() -> None:
 
 
 def test_attempts_count_across_requeues_budgets_per_round() -> None:
-    """Defect: per round in `jobs status`, cumulative in the worker log and the DLQ."""
+    """Defect: per round in `jobctl status`, cumulative in the worker log and the DLQ."""
     first_round = [record(1), record(2), record(3), record(4)]
     assert current_attempt(first_round, 2, 4).label == "attempt 5 (1 of 4 in round 2)"
     second = [*first_round, record(5, 2), record(6, 2, "running")]

@@ -1,4 +1,4 @@
-"""Prometheus metrics from a real ``jobs worker`` on the dev server: the scheduler's ``jobs_*``
+"""Prometheus metrics from a real ``jobctl worker`` on the dev server: the scheduler's ``jobs_*``
 counters and histograms per handler, the SDK's ``temporal_*``, and no endpoint unless asked."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 * A package declaring ``[project.entry-points."jobs.handlers"]`` is built and pip-installed
   into a temporary venv (offline: a tiny in-tree PEP 517 backend, since neither network nor
-  ``wheel`` is at hand); that venv's ``jobs worker`` serves its typed handler with no
+  ``wheel`` is at hand); that venv's ``jobctl worker`` serves its typed handler with no
   ``JOBS_HANDLER_MODULES``. The venv sees this project through a ``.pth`` that adds our
   venv's site-packages (``--system-site-packages`` would add the base interpreter's, which
   has none of our dependencies).

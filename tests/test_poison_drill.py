@@ -1,5 +1,5 @@
 """Poison-handler drill: handlers that exit, interrupt, run out of memory, leak threads or
-block the event loop, run by real ``jobs worker`` processes.
+block the event loop, run by real ``jobctl worker`` processes.
 
 What each may cost: the job one attempt per run, recorded with its reason and retried or
 dead-lettered as usual; the worker nothing, or a clean exit that its supervisor (here, the
@@ -58,7 +58,7 @@ POISON_SPEC: dict[str, Any] = {
 
 
 def spawn(workers: Workers, python: bool = False) -> subprocess.Popen[bytes]:
-    """``jobs worker`` (or ``python worker.py``) logged and killed like ``Workers.start``'s,
+    """``jobctl worker`` (or ``python worker.py``) logged and killed like ``Workers.start``'s,
     without waiting for it to poll, so several start at once."""
     command = [sys.executable, str(ROOT / "worker.py")] if python else [JOBS, "worker"]
     log = workers.log_dir / f"worker-{len(workers.procs)}.log"

@@ -305,7 +305,7 @@ def test_each_benchmark_line_parses_its_flags(line: str) -> None:
 
 @pytest.mark.devserver  # runs the whole stack: a dev server, a worker, the API
 def test_scripts_demo_runs_the_stack_and_the_demo_settles(tmp_path: Path) -> None:
-    """``scripts/demo`` prepares the venv, then execs ``jobs dev --demo`` with its arguments;
+    """``scripts/demo`` prepares the venv, then execs ``jobctl dev --demo`` with its arguments;
     that stack is run here on free ports (the README's default ports may be taken) until the
     demo prints its closing hint, each job settled: the poison one dead, the flaky one done."""
     script = (ROOT / "scripts" / "demo").read_text().splitlines()

@@ -1,9 +1,9 @@
-"""One status rule everywhere, on a dev server: ``jobs status``, ``jobs list --status`` (the
+"""One status rule everywhere, on a dev server: ``jobctl status``, ``jobctl list --status`` (the
 API's ``GET /jobs?status=``, same code) and the board agree for every status, whether or not
 the job workflow upserts ``JobStatus`` for running/done/cancelled.
 
 Defect lines covered (issue 14): every status listable through visibility + describe; after
-``jobs dlq discard`` the job says ``discarded``, leaves ``--status dead``, and a requeue names
+``jobctl dlq discard`` the job says ``discarded``, leaves ``--status dead``, and a requeue names
 the discard; a finished job never shows a future run time; newest first is by the job's
 time, not running first; the board has a place for cancelled (and discarded) jobs."""
 
@@ -161,7 +161,7 @@ EXPECTED = [
 async def test_status_and_listing_agree_for_every_status(
     jobs: Jobs, label: str, status: JobStatus
 ) -> None:
-    """``jobs status`` says it, ``jobs list --status`` lists it, and no other status does."""
+    """``jobctl status`` says it, ``jobctl list --status`` lists it, and no other status does."""
     job_id = jobs.ids[label]
     await reaches(jobs.client, job_id, status)
     await appears(jobs.client, job_id, status)
@@ -190,7 +190,7 @@ async def test_details_of_the_rule(jobs: Jobs) -> None:
 
 
 async def test_discarded_is_discarded_everywhere(jobs: Jobs) -> None:
-    """Defect: after ``jobs dlq discard`` the job said dead, stayed in ``--status dead``, and a
+    """Defect: after ``jobctl dlq discard`` the job said dead, stayed in ``--status dead``, and a
     requeue said "has finished (dead)"."""
     job_id = jobs.ids["discarded"]
     report = await view(jobs.client, job_id)

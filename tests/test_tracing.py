@@ -1,4 +1,4 @@
-"""Tracing: one trace from ``jobs schedule`` / ``POST /jobs`` through the workflow to the
+"""Tracing: one trace from ``jobctl schedule`` / ``POST /jobs`` through the workflow to the
 handler, and nothing at all when tracing is off.
 
 The end-to-end tests run a real worker in-process on the session's dev server, built on the
@@ -210,7 +210,7 @@ def test_a_process_decides_from_its_environment_and_off_imports_nothing(
 async def schedule_through(
     entry: Literal["cli", "api"], client: Client, job_id: str, delay: str, task_queue: str
 ) -> None:
-    """Schedule the way a person does: the ``jobs schedule`` command, or ``POST /jobs``."""
+    """Schedule the way a person does: the ``jobctl schedule`` command, or ``POST /jobs``."""
     if entry == "cli":
         args = ["schedule", "traced", "--handler", "demo.sleep", "--payload", '{"seconds": 0}']
         runner = CliRunner()

@@ -1,9 +1,9 @@
 """Typed handlers (``@handler(name, payload=Model)``): the handler gets the model instance,
 the worker checks the payload again, the CLI, the API and the operations library refuse a
 payload that does not match the published schema (nothing started), and ``GET /handlers`` /
-``jobs handlers`` list names, schemas and serving workers.
+``jobctl handlers`` list names, schemas and serving workers.
 
-The dev-server tests share one ``jobs worker`` process serving tests.typed_handlers on this
+The dev-server tests share one ``jobctl worker`` process serving tests.typed_handlers on this
 module's task queue; the API runs in this process (no handler module is imported for it to
 validate: it reads the schema the worker published). Pure tests need no server.
 """

@@ -55,7 +55,7 @@ def status_parts(spec: JobSpec, state: JobState, status: JobStatus, now: datetim
             if state.paused_until is not None:
                 until = f"until {when(state.paused_until, spec)}"
             else:
-                until = f"until resumed (`jobs resume {spec.id}`)"
+                until = f"until resumed (`jobctl resume {spec.id}`)"
             return [until, f"due {when(spec.run_at, spec)}"]
         case JobStatus.RUNNING:
             parts = []

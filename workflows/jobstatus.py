@@ -206,7 +206,7 @@ def job_time(run_at: datetime | None, closed_at: datetime | None) -> datetime | 
 
 
 class JobView(JobReport):
-    """A job's report as ``jobs status`` and ``GET /jobs/{id}`` show it: the workflow's report
+    """A job's report as ``jobctl status`` and ``GET /jobs/{id}`` show it: the workflow's report
     with the status this module computed and the attempt numbering filled in."""
 
     status_detail: str | None = None  # e.g. "terminated", "with a worker, waiting for run_at"

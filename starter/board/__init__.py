@@ -4,7 +4,7 @@ package, no CDN, no build step) that polls ``GET /board`` about once a second.
 Every card's status is the one rule's (:mod:`workflows.jobstatus`), computed here: the browser
 shows what the API computed. One refresh never lists every workflow. Each column is one
 visibility count plus one page of its 50 newest workflows (the count is skipped when that page
-is the whole column), on the queries ``jobs list --status`` uses
+is the whole column), on the queries ``jobctl list --status`` uses
 (:mod:`starter.operations.listing`); ``now`` is the API's clock:
 
 =============  ===========================================================================

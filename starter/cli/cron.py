@@ -1,4 +1,4 @@
-"""``jobs cron preview``, ``jobs cron backfill`` and ``jobs update`` (a cron's expression,
+"""``jobctl cron preview``, ``jobctl cron backfill`` and ``jobs update`` (a cron's expression,
 zone or overlap)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``jobs dlq``: the dead-letter queue (list, log, requeue, discard)."""
+"""``jobctl dlq``: the dead-letter queue (list, log, requeue, discard)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``jobs handlers``: the handlers a job may use, their payloads and who serves them."""
+"""``jobctl handlers``: the handlers a job may use, their payloads and who serves them."""
 
 from __future__ import annotations
 

@@ -109,10 +109,10 @@ def read_specs(stream: BinaryIO) -> tuple[list[int], list[Any], dict[int, SpecEr
 
 
 def schedule_file(stream: BinaryIO, as_json: bool) -> int:
-    """``jobs schedule --from-file``: one line of output per spec, in order (the scheduled on
+    """``jobctl schedule --from-file``: one line of output per spec, in order (the scheduled on
     stdout, the refused on stderr as ``line N: error: field: reason``). Exit 0 when all were
     scheduled, 2 when any spec was invalid, else the code of the first failure (4 id taken,
-    6 Temporal unreachable), as a single ``jobs schedule`` of it would exit."""
+    6 Temporal unreachable), as a single ``jobctl schedule`` of it would exit."""
     numbers, values, bad = read_specs(stream)
     now = datetime.now(UTC)
     checked = [bad.get(i, item) for i, item in enumerate(operations.check_batch(values, now))]
@@ -145,7 +145,7 @@ def show_item(number: int, result: operations.ItemResult) -> None:
 
 def item_json(number: int, result: operations.ItemResult) -> dict[str, Any]:
     """A result as ``--json`` prints it: the scheduled job, or the exit code a single
-    ``jobs schedule`` would give and the problems."""
+    ``jobctl schedule`` would give and the problems."""
     if result.scheduled is not None:
         return {"line": number, "ok": True, **result.scheduled.model_dump(mode="json")}
     assert result.error is not None
@@ -169,7 +169,7 @@ def status(job_id: str, as_json: bool) -> None:
     "--status",
     "status_",
     type=click.Choice([s.value for s in JobStatus]),
-    help="Only jobs in this status (the one `jobs status` shows).",
+    help="Only jobs in this status (the one `jobctl status` shows).",
 )
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--page-token", help="Continue from a previous page.")

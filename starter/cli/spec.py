@@ -1,4 +1,4 @@
-"""A job spec from ``jobs schedule``'s flags: the raw dict; the model does the validating."""
+"""A job spec from ``jobctl schedule``'s flags: the raw dict; the model does the validating."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ async def run_demo(client: Client, watch_seconds: float = 90.0) -> list[str]:
     """Schedule the demo jobs and print each status change until they settle."""
     stamp = datetime.now(UTC).strftime("%H%M%S")
     # Handler names as the workers published them to the handler registry (the same check
-    # as `jobs schedule` and the API; the demo imports no handler module).
+    # as `jobctl schedule` and the API; the demo imports no handler module).
     handlers = await operations.known_handlers(client)
     ids = []
     for key, job in DEMO_JOBS:

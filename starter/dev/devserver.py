@@ -47,7 +47,7 @@ PRIORITY_DYNAMIC_CONFIG: dict[str, object] = {
 }
 # Visibility calls (listings, counts, page-token checks) are limited per namespace, 10 a second
 # per frontend by default. One board refresh makes up to 10 (a page and a count per column),
-# so beside an open board every `jobs list` waited on the limit, and a CI run's API listings
+# so beside an open board every `jobctl list` waited on the limit, and a CI run's API listings
 # were refused outright (RESOURCE_EXHAUSTED). The stacks we ship allow 100 a second; a
 # refusal that still comes is a 503 with Retry-After (starter.errors.TemporalBusy).
 VISIBILITY_DYNAMIC_CONFIG: dict[str, object] = {"frontend.namespaceRPS.visibility": 100}
@@ -60,7 +60,7 @@ VISIBILITY_DYNAMIC_CONFIG: dict[str, object] = {"frontend.namespaceRPS.visibilit
 SEARCH_ATTRIBUTE_CACHE_CONFIG: dict[str, object] = {
     "system.forceSearchAttributesCacheRefreshOnRead": False
 }
-# Everything `jobs dev`, the tests and the benchmarks set on their dev server; the compose
+# Everything `jobctl dev`, the tests and the benchmarks set on their dev server; the compose
 # stack sets the same in deploy/temporal/dynamicconfig.yaml.
 SERVER_DYNAMIC_CONFIG = (
     PRIORITY_DYNAMIC_CONFIG | VISIBILITY_DYNAMIC_CONFIG | SEARCH_ATTRIBUTE_CACHE_CONFIG

@@ -25,7 +25,7 @@ from jobctl.starter.operations import ItemResult, JobPage, JobRow
 from jobctl.workflows.models import JobSpec
 
 DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 1000  # as `jobs list --limit`
+MAX_PAGE_SIZE = 1000  # as `jobctl list --limit`
 # Keyword arguments of ``schedule`` that stand for a spec field of another name.
 ALIASES = {"at": "run_at", "in_": "delay", "tz": "timezone"}
 
@@ -147,7 +147,7 @@ class JobsClient:
         **spec_fields: Any,
     ) -> JobHandle:
         """Schedule a job; exactly one of ``at``, ``in_`` or ``cron`` says when. Nothing starts
-        if anything is wrong. The same checks as ``jobs schedule`` and ``POST /jobs``.
+        if anything is wrong. The same checks as ``jobctl schedule`` and ``POST /jobs``.
 
         Args:
             name: A human name (1-200 characters).
@@ -197,7 +197,7 @@ class JobsClient:
         raise for it). Not all-or-nothing: every valid spec starts.
 
         Specs use the spec's own field names (``run_at``, ``delay``, ``timezone``; the JSON
-        Lines of ``jobs schedule --from-file``). ``handlers``: the names to accept (default
+        Lines of ``jobctl schedule --from-file``). ``handlers``: the names to accept (default
         None: what workers published).
 
         Raises:
@@ -218,7 +218,7 @@ class JobsClient:
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str | None = None,
     ) -> JobPage:
-        """One page of ``jobs list``: ``page.jobs`` and ``page.next_page_token`` (None on the
+        """One page of ``jobctl list``: ``page.jobs`` and ``page.next_page_token`` (None on the
         last page). A page may hold fewer than ``page_size`` rows, even none, and still have a
         next page (a rare status scans at most 1,000 jobs per page).
 
@@ -232,7 +232,7 @@ class JobsClient:
     async def pages(
         self, status: str | None = None, page_size: int = DEFAULT_PAGE_SIZE
     ) -> AsyncGenerator[JobPage, None]:
-        """Every page of ``jobs list`` in turn (see :meth:`list_page`)."""
+        """Every page of ``jobctl list`` in turn (see :meth:`list_page`)."""
         token: str | None = None
         while True:
             page = await self.list_page(status, page_size, token)
@@ -247,7 +247,7 @@ class JobsClient:
         page_size: int = DEFAULT_PAGE_SIZE,
         limit: int | None = None,
     ) -> AsyncGenerator[JobRow, None]:
-        """Jobs and crons, newest first within a page, as ``jobs list`` rows
+        """Jobs and crons, newest first within a page, as ``jobctl list`` rows
         (:class:`~starter.operations.JobRow`: ``job_id``, ``kind``, ``name``, ``handler``,
         ``status``, ``run_at``...), fetched a page at a time::
 

@@ -67,7 +67,7 @@ class JobHandle:
         return self._scheduled.created if self._scheduled else None
 
     async def status(self) -> Report:
-        """The job's report, the object ``jobs status --json`` prints (``report.status`` is the
+        """The job's report, the object ``jobctl status --json`` prints (``report.status`` is the
         public status, a :class:`~workflows.models.JobStatus`; ``report.attempts`` the attempt
         history; a cron's report has ``next_slots`` and ``recent_slots``). Works without a
         worker running."""
@@ -116,12 +116,12 @@ class JobHandle:
         )
 
     async def requeue(self, note: str | None = None) -> None:
-        """Give a dead job a fresh round of ``max_attempts`` (``jobs dlq requeue``). A job that
+        """Give a dead job a fresh round of ``max_attempts`` (``jobctl dlq requeue``). A job that
         is not dead raises :class:`~starter.errors.InvalidTransition`."""
         await dlq.release(self._client, self.job_id, "requeue", note, self._actor)
 
     async def discard(self, note: str | None = None) -> None:
-        """End a dead job for good, status ``discarded`` (``jobs dlq discard``). A job that is
+        """End a dead job for good, status ``discarded`` (``jobctl dlq discard``). A job that is
         not dead raises :class:`~starter.errors.InvalidTransition`."""
         await dlq.release(self._client, self.job_id, "discard", note, self._actor)
 

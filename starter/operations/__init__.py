@@ -9,7 +9,7 @@ callers map them to exit codes or HTTP statuses without knowing Temporal. By con
 - :mod:`.starting`: :func:`schedule` / :func:`start`
 - :mod:`.bulk`: :func:`schedule_many` (up to :data:`MAX_BATCH` specs, per-item results)
 - :mod:`.readback`: :func:`describe`, :func:`status`
-- :mod:`.listing`: :func:`list_jobs` (``jobs list`` / ``GET /jobs``)
+- :mod:`.listing`: :func:`list_jobs` (``jobctl list`` / ``GET /jobs``)
 - :mod:`.pagetokens`: visibility page tokens as checked text
 - :mod:`.controls`: pause, resume, trigger, update, backfill, cancel
 - :mod:`.cronpreview`: the next slots of an expression

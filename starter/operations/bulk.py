@@ -1,5 +1,5 @@
 """Bulk scheduling: up to :data:`MAX_BATCH` specs in one call (``POST /jobs/batch``,
-``jobs schedule --from-file``), as Oban's ``insert_all``, Sidekiq's ``push_bulk`` and River's
+``jobctl schedule --from-file``), as Oban's ``insert_all``, Sidekiq's ``push_bulk`` and River's
 ``InsertMany`` users expect.
 
 Not all-or-nothing: each spec is judged on its own by the single schedule's own code

@@ -1,4 +1,4 @@
-"""``jobs cron preview`` / ``GET /cron/preview``: the next slots of an expression, no server."""
+"""``jobctl cron preview`` / ``GET /cron/preview``: the next slots of an expression, no server."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ class LiveWorkerInfo(BaseModel):
 
 
 class HandlerInfo(BaseModel):
-    """One handler as ``GET /handlers`` and ``jobs handlers`` show it."""
+    """One handler as ``GET /handlers`` and ``jobctl handlers`` show it."""
 
     name: str
     payload_schema: dict[str, Any] | None = Field(

@@ -1,4 +1,4 @@
-"""``jobs list`` / ``GET /jobs``: jobs and crons by public status, newest first.
+"""``jobctl list`` / ``GET /jobs``: jobs and crons by public status, newest first.
 
 Every row's status is the one rule's (:mod:`workflows.jobstatus`). Visibility narrows the
 candidates for a status (on ``ExecutionStatus``, ``JobStatus`` and ``JobRunAt``; a job writes
@@ -55,7 +55,7 @@ _RUN_AT = names.SA_JOB_RUN_AT
 
 
 class JobRow(BaseModel):
-    """One line of ``jobs list``: the visibility row, an open job's status refined by
+    """One line of ``jobctl list``: the visibility row, an open job's status refined by
     describe."""
 
     job_id: str

@@ -101,7 +101,7 @@ async def wait_until_async(
     timeout: float = 60,
     what: str = "",
 ) -> Answer:
-    """``jobs status JOB --json`` once ``until(answer)`` holds: the waiting is done in process
+    """``jobctl status JOB --json`` once ``until(answer)`` holds: the waiting is done in process
     (the same read, with a client built from ``cli`` as the CLI builds its own), then the CLI
     is asked once (in this process) and its answer returned, so callers assert on the CLI's
     own output. Should
@@ -122,7 +122,7 @@ async def wait_until_async(
         if until(shown):
             return shown
         if time.monotonic() >= deadline:
-            raise AssertionError(f"`jobs status` never showed {what}; it last showed {shown!r}")
+            raise AssertionError(f"`jobctl status` never showed {what}; it last showed {shown!r}")
         await asyncio.sleep(POLL_INTERVAL)
 
 
@@ -153,7 +153,7 @@ def _has(status: str) -> Callable[[Answer], bool]:
 
 
 def wait_for(cli: dict[str, str], job_id: str, status: str, timeout: float = 60) -> Answer:
-    """``jobs status --json`` once the job reports ``status`` (see :func:`wait_until_async`)."""
+    """``jobctl status --json`` once the job reports ``status`` (see :func:`wait_until_async`)."""
     return wait_until(cli, job_id, _has(status), timeout=timeout, what=f"{job_id} {status}")
 
 
@@ -168,14 +168,14 @@ async def wait_for_async(
 
 @dataclass
 class Workers:
-    """Worker subprocesses (``jobs worker``); whatever is still running is killed at the end."""
+    """Worker subprocesses (``jobctl worker``); whatever is still running is killed at the end."""
 
     env: dict[str, str]
     log_dir: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start(self, *args: str, **extra: str) -> subprocess.Popen[bytes]:
-        """``jobs worker *args`` with ``extra`` environment; returns once it polls."""
+        """``jobctl worker *args`` with ``extra`` environment; returns once it polls."""
         log = self.log_dir / f"worker-{len(self.procs)}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -213,7 +213,7 @@ class Workers:
 
 @dataclass
 class Api:
-    """A ``jobs api`` subprocess on a free port."""
+    """A ``jobctl api`` subprocess on a free port."""
 
     env: dict[str, str]
     host: str = "127.0.0.1"

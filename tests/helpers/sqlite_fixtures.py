@@ -1,4 +1,4 @@
-"""A dev server on a SQLite file (WAL), as ``jobs dev`` runs it, for the failure drills.
+"""A dev server on a SQLite file (WAL), as ``jobctl dev`` runs it, for the failure drills.
 
 The functional tests share a faster in-memory dev server (conftest). Drill modules import
 these fixtures, which take the names ``dev_server`` and ``dev_client`` there, so the ``cli``

@@ -27,7 +27,7 @@ async def running_worker(
     client: Client, task_queue: str, publish: bool = False
 ) -> AsyncIterator[Worker]:
     """An in-process worker with the built-in and test handlers. ``publish``: tell the
-    handler registry its names, as ``jobs worker`` does (the API and CLI accept only
+    handler registry its names, as ``jobctl worker`` does (the API and CLI accept only
     published names); the test then ends the registry with ``end_singletons``."""
     registry = load_handlers("tests.handlers")
     settings = WorkerSettings(task_queue=task_queue)

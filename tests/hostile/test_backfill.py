@@ -1,5 +1,5 @@
 """Hostile backfills of a cron through every door: the Python client (``JobHandle.backfill``),
-the ``jobs cron backfill`` CLI (a subprocess per case), ``POST /cron/{id}/backfill`` and the
+the ``jobctl cron backfill`` CLI (a subprocess per case), ``POST /cron/{id}/backfill`` and the
 workflow's ``backfill`` update sent directly (bypassing every client-side check).
 
 Each case asserts the answer (SpecError field and reason / exit code and one error line / HTTP

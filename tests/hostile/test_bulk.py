@@ -1,5 +1,5 @@
 """Hostile batches at each door of bulk scheduling: ``POST /jobs/batch`` (in process),
-``jobs schedule --from-file`` (a subprocess) and ``operations.schedule_many``.
+``jobctl schedule --from-file`` (a subprocess) and ``operations.schedule_many``.
 
 A batch wrong as a whole (over 1,000 specs, no ``jobs`` list, not strict JSON, over the body
 limit) is refused whole; a batch of bad specs is answered spec by spec. Either way each case

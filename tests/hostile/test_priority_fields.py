@@ -1,6 +1,6 @@
 """Hostile priority, fairness and concurrency fields at each door: the Python client
 (``JobsClient.schedule``: SpecError naming the field), the API (``POST /jobs``: 422
-``invalid`` naming the field) and the CLI (``jobs schedule``: exit 2, one ``error: <field>:``
+``invalid`` naming the field) and the CLI (``jobctl schedule``: exit 2, one ``error: <field>:``
 line). Each case asserts the answer and that nothing started; the module ends with a normal
 job, and a job with valid priority and fairness fields, that still run."""
 
@@ -113,7 +113,7 @@ CLIENT_ONLY: list[tuple[str, dict[str, Any], str, str]] = [
         "finite",
     ),
 ]
-# (case, flags, field named, reason) for `jobs schedule`.
+# (case, flags, field named, reason) for `jobctl schedule`.
 FLAGS: list[tuple[str, list[str], str, str]] = [
     ("priority 0", ["--priority", "0"], "priority", "greater than or equal to 1"),
     ("priority 6", ["--priority", "6"], "priority", "less than or equal to 5"),

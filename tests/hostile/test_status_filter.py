@@ -1,5 +1,5 @@
 """Hostile values of the listing's status filter, at every door: ``GET /jobs?status=``,
-``jobs list --status`` and ``operations.list_jobs``.
+``jobctl list --status`` and ``operations.list_jobs``.
 
 Each case asserts the answer (422 with the ``{"error", "detail"}`` shape naming ``status``;
 exit 2 with one line naming ``--status``; a ``SpecError`` naming ``status``), that nothing

@@ -3,7 +3,7 @@ fields forbidden), at each door: the operations library, the HTTP API (in this p
 the CLI (in this process). Each is refused with per-field problems (SpecError / 422 / exit
 2), with a bounded answer, and nothing starts; a normal job and a typed job still run.
 
-One ``jobs worker`` serving tests.typed_handlers publishes the schema the doors check.
+One ``jobctl worker`` serving tests.typed_handlers publishes the schema the doors check.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ class HeartbeatState(BaseModel):
     attempts: list[AttemptRecord] = Field(default_factory=list)
     progress: Any = None
     # While the handler runs: the most a cancel takes to reach it, in seconds (its worker's
-    # heartbeat cadence), for ``jobs status`` to promise while a cancel is on its way.
+    # heartbeat cadence), for ``jobctl status`` to promise while a cancel is on its way.
     cancel_within: float | None = None
 
     def close_dangling(self, ended_at: datetime, error: str, error_type: str) -> None:
