@@ -1,7 +1,7 @@
 """Soak: a steady open-loop load through the HTTP API; does any process's memory grow per job?
 
     python -m bench.soak [--rate 12] [--minutes 15] [--warmup 0.25] [--cron "*/5 * * * * *"]
-                         [--metrics]
+                         [--metrics] [--worker-env NAME=VALUE ...]
 
 A fresh dev server (SQLite file, WAL), one worker process and one ``jobs api`` process. Every
 1/``--rate`` seconds a ``POST /jobs`` schedules a one-shot due 2-20 s ahead (whatever the
@@ -18,7 +18,8 @@ handlers' start records: jobs lost (never started), started more than once, star
 their run_at, the fire lag (overall and per quarter of the run: a lag that grows quarter by
 quarter is a backlog, which holds memory in every process, so its slopes are no leak), and
 the cron's slots that ran. ``--metrics`` runs the worker with its Prometheus endpoint on, as
-the compose stack does. Writes JSON to bench/results.
+the compose stack does; ``--worker-env`` sets a variable in the worker's environment (an
+allocator setting, say). Writes JSON to bench/results.
 """
 
 from __future__ import annotations
@@ -156,10 +157,12 @@ async def drained(records: Path, sent: dict[str, float]) -> None:
 
 
 async def run(
-    rate: float, minutes: float, warmup: float, cron: str, metrics: bool
+    rate: float, minutes: float, warmup: float, cron: str, metrics: bool, worker_env: list[str]
 ) -> dict[str, Any]:
     async with side() as (server, _client, workers, records):
-        env = {"JOBS_METRICS_PORT": str(free_port())} if metrics else {}
+        env = dict(item.split("=", 1) for item in worker_env)
+        if metrics:
+            env["JOBS_METRICS_PORT"] = str(free_port())
         worker = workers.ours(server, records, **env)
         api, url = await start_api(server)
         assert server.process is not None
@@ -186,6 +189,7 @@ async def run(
             "warmup": warmup,
             "cron": cron,
             "metrics": metrics,
+            "worker_env": worker_env,
             "refused": dict(load.refused),
             "slopes": slopes(rows, warmup),
             "accounting": accounting(records, load.sent, "soak-cron"),
@@ -213,9 +217,11 @@ def show(result: dict[str, Any]) -> None:
     print(f"lag p99 by quarter of the run: {', '.join(p99s)}")
 
 
-async def main(rate: float, minutes: float, warmup: float, cron: str, metrics: bool) -> None:
+async def main(
+    rate: float, minutes: float, warmup: float, cron: str, metrics: bool, worker_env: list[str]
+) -> None:
     os.environ["JOBS_TASK_QUEUE"] = OURS_QUEUE
-    result = await run(rate, minutes, warmup, cron, metrics)
+    result = await run(rate, minutes, warmup, cron, metrics, worker_env)
     show(result)
     print(f"wrote {write_result('soak', result)}")
 
@@ -231,5 +237,14 @@ if __name__ == "__main__":
     parser.add_argument(
         "--metrics", action="store_true", help="the worker serves Prometheus metrics"
     )
+    parser.add_argument(
+        "--worker-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the worker (repeatable), e.g. MALLOC_ARENA_MAX=2",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.rate, args.minutes, args.warmup, args.cron, args.metrics))
+    asyncio.run(
+        main(args.rate, args.minutes, args.warmup, args.cron, args.metrics, args.worker_env)
+    )
