@@ -25,7 +25,7 @@ from jobctl.activities.slot_gate import SlotGate
 from jobctl.starter.operations.wakeplan import WakePlan
 from jobctl.workflows.models import HeartbeatState
 
-HALF = 2_000  # distinct ids per half
+HALF = 1_000  # distinct ids per half (a leak of one small object each is 25x the slack)
 # What a half may add to the memory its module holds: allocator noise and an interned int
 # or two, far below a byte per id (a dict entry alone is 30 or more).
 SLACK = 4_096
