@@ -353,16 +353,14 @@ class CronJobWorkflow:
 
     # How the state changes and shows (the decisions are in cron_state).
 
-    def _slot_ended(self, job_id: str, status: JobStatus, ended_at: datetime | None = None) -> bool:
+    def _slot_ended(self, job_id: str, status: JobStatus, ended_at: datetime | None = None) -> None:
         """Record how a slot's job settled (its handler's last end when its report says, else
-        now); True if it was still counted as running."""
-        running = cron_state.settle(self.state, job_id, status)
-        if running:
+        now)."""
+        if cron_state.settle(self.state, job_id, status):  # it was still counted as running
             end = ended_at or workflow.now()
             self.slot_end = end if self.slot_end is None else max(self.slot_end, end)
         self.cancel_sent.discard(job_id)
         self._show()
-        return running
 
     def _end(self) -> None:
         """The bounds are reached and nothing runs: the cron ends as done (the run loop

@@ -97,11 +97,11 @@ def attempt_allowance(spec: JobSpec) -> timedelta:
     return timedelta(seconds=spec.dispatch_lead + spec.timeout) + HANDLER_SLOT_WAIT
 
 
-def round_log_from_failure(err: ActivityError, now: datetime) -> HeartbeatState:
-    """Recover the round's log (its attempts) from the activity's final failure."""
+def attempts_from_failure(err: ActivityError, now: datetime) -> list[AttemptRecord]:
+    """Recover the round's attempt log from the activity's final failure."""
     cause = err.cause
     if isinstance(cause, ApplicationError) and cause.details:
-        return HeartbeatState.model_validate(cause.details[0])
+        return HeartbeatState.model_validate(cause.details[0]).attempts
     if isinstance(cause, ActivityTimeoutError) and cause.last_heartbeat_details:
         state = HeartbeatState.model_validate(cause.last_heartbeat_details[0])
         if cause.type == TimeoutType.HEARTBEAT:
@@ -109,13 +109,8 @@ def round_log_from_failure(err: ActivityError, now: datetime) -> HeartbeatState:
         else:
             kind = cause.type.name if cause.type else "unknown"
             state.close_dangling(now, f"attempt timed out ({kind})", "AttemptTimeout")
-        return state
-    return HeartbeatState()
-
-
-def attempts_from_failure(err: ActivityError, now: datetime) -> list[AttemptRecord]:
-    """Recover the round's attempt log from the activity's final failure."""
-    return round_log_from_failure(err, now).attempts
+        return state.attempts
+    return []
 
 
 def listed_status(status: JobStatus) -> JobStatus | None:
