@@ -15,7 +15,15 @@ import pytest
 
 from jobctl.starter.dev.devserver import free_port
 from tests.helpers.drills import DrillRow, Tally, add_row, read_records, wait_for_records
-from tests.helpers.processes import JOBS, Workers, cli_env, jobs, jobs_json, wait_for
+from tests.helpers.processes import (
+    JOBS,
+    Workers,
+    cli_env,
+    jobs,
+    jobs_json,
+    kill_group,
+    wait_for,
+)
 from tests.helpers.sqlite_fixtures import sqlite_dev_client, sqlite_dev_server  # noqa: F401
 
 pytestmark = [pytest.mark.devserver, pytest.mark.drill, pytest.mark.timeout(300)]
@@ -141,8 +149,4 @@ def test_jobs_dev_keeps_every_job_across_restarts(tmp_path: Path) -> None:
         assert job_id in listed.stdout
         stop_stack(stack)
     finally:
-        if stack.poll() is None:
-            os.killpg(stack.pid, signal.SIGKILL)
-            stack.wait()
-        if stack.stdout is not None:
-            stack.stdout.close()
+        kill_group(stack)

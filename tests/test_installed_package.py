@@ -31,7 +31,7 @@ from temporalio.client import Client
 from jobctl.starter.dev.devserver import DevServer
 from tests.helpers.demo import run_demo
 from tests.helpers.files import site_packages, write
-from tests.helpers.processes import ROOT
+from tests.helpers.processes import ROOT, kill_group
 from tests.helpers.temporal import end_singletons
 
 pytestmark = [pytest.mark.devserver, pytest.mark.timeout(300)]
@@ -181,8 +181,7 @@ async def test_an_app_with_its_own_top_level_packages_schedules_and_runs_a_job(
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip() == "done {'workflow': 'GreetingWorkflow', 'who': 'ada'}"
     finally:
-        worker.kill()
-        worker.wait()
+        kill_group(worker)
         log.close()
         await end_singletons(dev_client)  # the registry lived on this test's queue
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -35,7 +34,7 @@ from jobctl.starter.errors import SpecError
 from jobctl.workflows.models import JobReport
 from tests.helpers.files import site_packages, write
 from tests.helpers.poll import eventually
-from tests.helpers.processes import JOBS, cli_env
+from tests.helpers.processes import JOBS, cli_env, kill_group
 from tests.helpers.temporal import end_singletons
 
 BACKEND = '''
@@ -199,9 +198,7 @@ class Process:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        kill_group(self.proc)
 
 
 def clean_env(address: str, queue: str, **extra: str) -> dict[str, str]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
 from pathlib import Path
 
 from jobctl.starter.dev.devserver import free_port
-from tests.helpers.processes import cli_env
+from tests.helpers.processes import cli_env, kill_group
 
 CLOSING_HINT = "[demo] in another shell: source .venv/bin/activate"
 
@@ -45,8 +44,4 @@ def run_demo(jobctl: Path, state_dir: Path, env: dict[str, str] | None = None) -
         assert stack.wait(timeout=60) == 0, "".join(seen)
         return final
     finally:
-        if stack.poll() is None:
-            os.killpg(stack.pid, signal.SIGKILL)
-            stack.wait()
-        if stack.stdout is not None:
-            stack.stdout.close()
+        kill_group(stack)

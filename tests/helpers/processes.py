@@ -30,6 +30,16 @@ ROOT = Path(__file__).resolve().parents[2]
 JOBS = str(Path(sys.executable).parent / "jobctl")
 
 
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill a process started with ``start_new_session`` and everything it started, if it
+    still runs; close its piped output."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
 def cli_env(address: str, task_queue: str, **extra: str) -> dict[str, str]:
     """Environment for CLI and worker subprocesses pointed at a test server and queue."""
     return {
@@ -206,9 +216,7 @@ class Workers:
 
     def stop_all(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_group(proc)
 
 
 @dataclass
@@ -245,6 +253,5 @@ class Api:
         raise AssertionError("jobs api never answered")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        if self.proc is not None:
+            kill_group(self.proc)
