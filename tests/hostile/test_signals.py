@@ -302,6 +302,8 @@ JOB_MESSAGES = [
     Case("dead", "signal", "requeue", (js({"note": "n" * 600}),), "note is 600"),
     Case("dead", "signal", "discard", ("[[[[]]]]",), "discard: "),
     Case("dead", "signal", "requeue", (js("ünï"), "1", "2"), "at most one argument (got 3)"),
+    # The pre-1.0 shape (a bare source string) is refused, not taken as a requeue.
+    Case("dead", "signal", "requeue", (js("dead-letter-queue"),), "instance of ReleaseRequest"),
 ]
 
 CRON_MESSAGES = [
