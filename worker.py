@@ -31,6 +31,9 @@ the environment:
   A task queue needs at least one worker of each kind (``all`` counts as both).
 * ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers (besides
   those installed packages declare under the ``jobs.handlers`` entry-point group).
+* ``JOBS_MALLOC_ARENAS`` (default 2; 0: glibc's default): the most malloc arenas the process
+  keeps; without a cap its memory climbs a step per arena under steady load
+  (:mod:`activities.malloc_arenas`).
 * ``JOBS_METRICS_PORT`` (default unset: no metrics endpoint): serve Prometheus metrics at
   ``http://JOBS_METRICS_HOST:JOBS_METRICS_PORT/metrics``, the SDK's ``temporal_*`` and the
   scheduler's ``jobs_*`` (see :mod:`activities.metrics`).
@@ -66,6 +69,7 @@ from jobctl import workflows
 from jobctl.activities.dlq import AlertActivities, park_in_dlq
 from jobctl.activities.job_worker import JobWorker, handler_workers
 from jobctl.activities.loop_watchdog import BROKEN_LOOP_EXIT_CODE, LoopWatchdog, exit_now
+from jobctl.activities.malloc_arenas import ARENAS_ENV, cap_malloc_arenas
 from jobctl.activities.metrics import DEFAULT_HOST, bind_address, prometheus_runtime
 from jobctl.activities.notify import notifier_from_env
 from jobctl.activities.registry import HandlerModuleError, HandlerRegistry, load_handlers
@@ -375,10 +379,19 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
         log.info("worker %s stopped", settings.identity)
 
 
+def prepare_process() -> None:
+    """What a worker process sets up before anything else: logging, and the malloc arena cap
+    (:mod:`activities.malloc_arenas`), which must come before the SDK starts its threads."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    arenas = cap_malloc_arenas()
+    if arenas is not None:
+        log.debug("malloc arenas capped at %d (%s)", arenas, ARENAS_ENV)
+
+
 def main() -> None:
     """``python worker.py``: like ``jobctl worker``, ends with ``os._exit`` once shut down, so a
     thread a handler leaked (or one stuck in a handler) cannot keep the process alive."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    prepare_process()
     asyncio.run(run_worker(WorkerSettings()))
     exit_now(0)
 

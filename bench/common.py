@@ -92,7 +92,7 @@ class Workers:
 
     def ours(self, server: DevServer, records: Path, **env: str) -> subprocess.Popen[bytes]:
         return self._start(
-            [str(Path(sys.executable).parent / "jobs"), "worker"],
+            [str(Path(sys.executable).parent / "jobctl"), "worker"],
             server,
             records,
             {"JOBS_TASK_QUEUE": OURS_QUEUE, "JOBS_HANDLER_MODULES": "bench.handlers", **env},
@@ -292,7 +292,7 @@ async def start_api(server: DevServer, **env: str) -> tuple[subprocess.Popen[byt
         **env,
     }
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "jobs"), "api", "--port", str(port)],
+        [str(Path(sys.executable).parent / "jobctl"), "api", "--port", str(port)],
         env=environment,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,

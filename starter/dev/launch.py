@@ -5,9 +5,8 @@ when the command runs."""
 from __future__ import annotations
 
 import asyncio
-import logging
 
-from jobctl.worker import WorkerSettings, worker_role
+from jobctl.worker import WorkerSettings, prepare_process, worker_role
 from jobctl.worker import run_worker as run_worker_async
 
 
@@ -18,7 +17,7 @@ def run_worker(
     role: str | None = None,
 ) -> None:
     """Run a worker until SIGTERM/SIGINT; a flag given overrides its environment variable."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    prepare_process()
     settings = WorkerSettings()
     if role is not None:
         settings.role = worker_role(role, given_as="--role")
