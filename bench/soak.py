@@ -139,6 +139,8 @@ def accounting(records: Path, sent: dict[str, float], cron_id: str) -> dict[str,
         "lost": sum(1 for key in sent if key not in first),
         "ran_twice": sum(1 for key in sent if starts[key] > 1),
         "early": sum(1 for lag in lags if lag < 0),
+        # How early the earliest start came (seconds before run_at; 0: none early).
+        "most_early": max([0.0, *(-lag for lag in lags)]),
         "lag": summary(lags) if lags else None,
         "lag_by_quarter": [summary(q) if q else None for q in by_quarter],
         "cron_slots_run": len(cron_slots),
@@ -207,7 +209,8 @@ def show(result: dict[str, Any]) -> None:
     lag = books["lag"]
     print(
         f"jobs {books['jobs']}: lost {books['lost']}, ran twice {books['ran_twice']}, early "
-        f"{books['early']}; lag p50 {lag['p50']:.3f}s p99 {lag['p99']:.3f}s; cron slots run "
+        f"{books['early']} (at most {books['most_early']:.3f}s); lag p50 {lag['p50']:.3f}s "
+        f"p99 {lag['p99']:.3f}s; cron slots run "
         f"{books['cron_slots_run']} (twice: {books['cron_ran_twice']}); refused "
         f"{result['refused'] or 'none'}"
         if lag
