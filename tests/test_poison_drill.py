@@ -271,13 +271,14 @@ async def test_lethal_poison_ends_workers_cleanly_and_each_job_dies_by_lease(
     for case, job_id in zip(LETHAL, ids, strict=True):
         report = await wait_status(dev_client, job_id, JobStatus.DEAD, timeout=75, tick=supervise)
         lost = report.attempts
-        # Every attempt it lists was lost with its worker. How many it lists varies: a worker
-        # whose loop another poison blocked can die holding this job's attempt before the
-        # attempt recorded anything (then none, or one more than the budget, is listed). Such
+        # Every attempt it lists was lost with its worker, never more than the budget. How many
+        # it lists varies: a worker whose loop another poison blocked can die holding this
+        # job's attempt before the attempt recorded anything (then fewer are listed). Such
         # a worker polls no more (its slots are reserved on its loop: test_stalled_worker),
         # but a poll it had out on this job's handler queue when its loop blocked can still
         # bring it this attempt: the SDK cannot call back a poll once it is sent.
         assert all(a.outcome == "lost" for a in lost), lost
+        assert len(lost) <= POISON_SPEC["max_attempts"], lost
         assert all(a.error_type in case.recorded for a in lost), (case, lost)
         assert all(
             "lease lost" in (a.error or "")

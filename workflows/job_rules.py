@@ -188,3 +188,33 @@ def release_decision(
     under_way = state.status == JobStatus.DEAD and state.release_request is not None
     why = f"a {state.release_request} is under way" if under_way else f"job is {state.status}"
     return False, f"ignored: {why}{via}"
+
+
+def within_budget(
+    attempts: list[AttemptRecord], round_: int, max_attempts: int
+) -> list[AttemptRecord]:
+    """The log with at most ``max_attempts`` spent attempts in round ``round_`` (the one
+    running now; earlier rounds ran under their own budget): the server makes no more, so an
+    excess can only be a reckoned-back lost attempt (``worker`` "unknown": its worker died
+    before anything of it reached the server) counting one that is also recorded otherwise.
+    Those go first, the earliest first, then the earliest others, and the attempts after the
+    first one dropped are numbered again. An unchanged log comes back as it was."""
+    excess = sum(r.spent for r in attempts if r.round == round_) - max_attempts
+    if excess <= 0:
+        return attempts
+    dropped: list[int] = []
+    for reckoned_first in (True, False):
+        for index, record in enumerate(attempts):
+            reckoned = record.worker == "unknown"
+            mine = record.round == round_ and record.spent and index not in dropped
+            if excess and mine and reckoned == reckoned_first:
+                dropped.append(index)
+                excess -= 1
+    kept = [record for index, record in enumerate(attempts) if index not in dropped]
+    first = min(dropped)
+    number = attempts[first].attempt
+    renumbered = kept[:first]
+    for record in kept[first:]:
+        renumbered.append(record.model_copy(update={"attempt": number}))
+        number += 1
+    return renumbered

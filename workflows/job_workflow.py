@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         start_search_attributes,
         unnoted_cancellation,
         waiting_in_worker,
+        within_budget,
     )
     from jobctl.workflows.models import (
         JOB_NAME,
@@ -198,14 +199,14 @@ class JobWorkflow:
             except ActivityError as err:
                 if is_cancelled_exception(err):
                     raise
-                self.state.attempts.extend(attempts_from_failure(err, workflow.now()))
+                self._record(attempts_from_failure(err, workflow.now()))
                 self.state.last_error = failure_message(err, self.spec)
                 return "exhausted"
             finally:
                 self.state.dispatched_until = self.state.dispatched_at = None
             if outcome.cancelled or workflow.cancellation_reason() is not None:
                 self._cancel_met(outcome)  # the workflow was cancelled; the record is kept
-            self.state.attempts.extend(outcome.attempts)
+            self._record(outcome.attempts)
             if outcome.withdrawn:
                 return "withdrawn"
             if outcome.handed_over:
@@ -270,10 +271,10 @@ class JobWorkflow:
             outcome = await attempt
         except ActivityError as err:
             if is_cancelled_exception(err):
-                self.state.attempts.extend(live)
+                self._record(live)
             else:  # the round ended otherwise while the cancel was on its way (a retry
                 # failure carries no log: then the log read first is what remains)
-                self.state.attempts.extend(attempts_from_failure(err, workflow.now()) or live)
+                self._record(attempts_from_failure(err, workflow.now()) or live)
                 self.state.last_error = failure_message(err, self.spec)
             raise asyncio.CancelledError() from None
         self._cancel_met(outcome)
@@ -298,12 +299,19 @@ class JobWorkflow:
         state.close_dangling(workflow.now(), LOST_LEASE, LOST_LEASE_TYPE)
         return state.attempts
 
+    def _record(self, attempts: list[AttemptRecord]) -> None:
+        """Add an activity's attempts to the log, never more than the round's budget."""
+        state = self.state
+        state.attempts = within_budget(
+            [*state.attempts, *attempts], state.round, self.spec.max_attempts
+        )
+
     def _cancel_met(self, outcome: RunJobResult) -> NoReturn:
         """End the round cancelled, keeping the attempt's record. An attempt that ended
         otherwise while the cancel was on its way (its handler finished first, say) does not
         beat the cancel: the job still ends cancelled, with a finished handler's result kept
         and the audit trail saying so."""
-        self.state.attempts.extend(outcome.attempts)
+        self._record(outcome.attempts)
         if not (outcome.cancelled or outcome.withdrawn or outcome.handed_over):
             self.state.result = outcome.result
             self.state.cancel_detail = "arrived after the handler had finished; its result is kept"
