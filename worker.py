@@ -81,6 +81,7 @@ from jobctl.workflows.durations import parse_duration
 from jobctl.workflows.job_workflow import JobWorkflow
 from jobctl.workflows.live_attempts import read_attempt_log
 from jobctl.workflows.models import WorkerHandlers
+from jobctl.workflows.ratelimit_workflow import RateLimitWorkflow
 from jobctl.workflows.registry_workflow import HandlerRegistryWorkflow
 
 log = logging.getLogger("jobs.worker")
@@ -91,6 +92,7 @@ WORKFLOWS = [
     DeadLetterQueueWorkflow,
     HandlerRegistryWorkflow,
     ConcurrencyLimitWorkflow,
+    RateLimitWorkflow,
 ]
 # Third-party modules the workflows use: deterministic, so every run shares the worker's copy.
 THIRD_PARTY_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types")
