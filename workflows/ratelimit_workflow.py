@@ -13,7 +13,7 @@ limiter sets no timer per grant.
 - A request withdrawn before its grant (signal ``release``: the job paused or was cancelled)
   leaves the queue; a reservation handed out is spent whatever the job then does.
 - The first job of a key starts the limiter (as an abandoned child); it ends after IDLE_END
-  without a start, and continues as new with its state beyond EVENT_BUDGET events, so the
+  without a start, and continues as new with its state beyond its event budget (10,000 events), so the
   pace holds across worker and server restarts and across runs.
 
 Every message is checked (:mod:`workflows.inbox`): an invalid one is counted and dropped.
@@ -50,7 +50,6 @@ with workflow.unsafe.imports_passed_through():
     from jobctl.workflows.textclip import ellipsize
 
 IDLE_END = timedelta(minutes=10)
-EVENT_BUDGET = 10_000
 
 START_ARG: TypeAdapter[RateState] = TypeAdapter(RateState)
 REQUEST_ARG: TypeAdapter[RateRequest] = TypeAdapter(RateRequest)
@@ -141,7 +140,8 @@ class RateLimitWorkflow:
     def _history_full(self) -> bool:
         info = workflow.info()
         return (
-            info.is_continue_as_new_suggested() or info.get_current_history_length() > EVENT_BUDGET
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.state.event_budget
         )
 
     async def _grant(self) -> None:

@@ -90,6 +90,8 @@ class RateState(BaseModel):
     lost: Count = Field(default=0, ge=0)  # grants whose job was gone
     rejected: Count = Field(default=0, ge=0)  # invalid messages dropped
     last_rejection: str | None = None
+    # Continue as new beyond this many events (a test or an operator may start it lower).
+    event_budget: Count = Field(default=10_000, ge=100, le=40_000)
 
 
 def reserve(
