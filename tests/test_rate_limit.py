@@ -32,7 +32,7 @@ from jobctl.starter import operations
 from jobctl.workflows import names
 from jobctl.workflows.models import JobReport, JobStatus
 from jobctl.workflows.models.ratelimit import RateGrant, RateState, rate_workflow_id
-from tests.helpers.jobs import finished
+from tests.helpers.jobs import finished, job_report
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import running_worker
 
@@ -210,7 +210,7 @@ async def test_a_waiting_job_says_so_and_a_pause_or_cancel_leaves_the_queue(
     await eventually(
         lambda: _waiting(dev_client, key, cancelled), what="the third queued", retry_on=(RPCError,)
     )
-    report = await operations.status(dev_client, cancelled)
+    report = await job_report(dev_client, cancelled)
     assert report.status == JobStatus.PENDING
     assert report.waiting_for == f"waiting for rate limit of key {key}"
     await operations.cancel(dev_client, cancelled)
@@ -224,7 +224,7 @@ async def test_a_waiting_job_says_so_and_a_pause_or_cancel_leaves_the_queue(
     assert (await operations.status(dev_client, paused)).status == JobStatus.PAUSED
     await operations.resume(dev_client, paused)
     waiting = await eventually(
-        lambda: operations.status(dev_client, paused),
+        lambda: job_report(dev_client, paused),
         lambda r: r.waiting_for is not None and "earliest start" in r.waiting_for,
         what="a reservation shown",
     )

@@ -59,7 +59,7 @@ BAD_RATES: list[Any] = [
     "6001/m",
     "inf/s",
     "nan/s",
-    "١٠/s",  # Arabic-Indic digits: \d would take them
+    "\u0661\u0660/s",  # Arabic-Indic digits: \d would take them
     True,
     False,
     10,

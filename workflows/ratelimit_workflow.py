@@ -13,8 +13,8 @@ limiter sets no timer per grant.
 - A request withdrawn before its grant (signal ``release``: the job paused or was cancelled)
   leaves the queue; a reservation handed out is spent whatever the job then does.
 - The first job of a key starts the limiter (as an abandoned child); it ends after IDLE_END
-  without a start, and continues as new with its state beyond its event budget (10,000 events), so the
-  pace holds across worker and server restarts and across runs.
+  without a start, and continues as new with its state beyond its event budget (10,000
+  events), so the pace holds across worker and server restarts and across runs.
 
 Every message is checked (:mod:`workflows.inbox`): an invalid one is counted and dropped.
 """
