@@ -206,7 +206,9 @@ def permit_request(spec: JobSpec, holder: str, run_id: str, ticket: str) -> Perm
     )
 
 
-def rate_request(spec: JobSpec, holder: str, run_id: str, ticket: str) -> RateRequest:
+def rate_request(
+    spec: JobSpec, holder: str, run_id: str, ticket: str, not_before: datetime | None
+) -> RateRequest:
     """A round's request to its rate key's limiter (the spec has a key)."""
     assert spec.rate_key is not None and spec.rate is not None
     return RateRequest(
@@ -217,4 +219,5 @@ def rate_request(spec: JobSpec, holder: str, run_id: str, ticket: str) -> RateRe
         run_id=run_id,
         ticket=ticket,
         priority=spec.priority,
+        not_before=not_before,
     )

@@ -382,9 +382,9 @@ class JobWorkflow:
         if spec.concurrency_key is None and spec.rate_key is None:
             return await self._run_round()
         try:
-            passed = await self._await_run_at() and await self._await_rate()
+            passed = await self._await_rate() and await self._await_run_at()
             if not (passed and await self._hold_permit()):
-                return "withdrawn"  # paused while waiting for run_at, a start or a permit
+                return "withdrawn"  # paused while waiting for a start, run_at or a permit
             self._wait_text(None)
             return await self._run_round()
         finally:
@@ -406,13 +406,15 @@ class JobWorkflow:
         return not self._paused()
 
     async def _await_rate(self) -> bool:
-        """A start from the rate key's limiter, then the wait until it: True once there (or
-        without a key), False if paused first (_withdraw_rate withdraws an unanswered ask)."""
-        spec, info = self.spec, workflow.info()
+        """Ask the rate key's limiter (from dispatch_lead before run_at: a herd's asks are in
+        before it is due) for a start no earlier than run_at, and wait until it: True once
+        there (or without a key), False if paused first."""
+        spec, info, run_at = self.spec, workflow.info(), self.spec.run_at
         if spec.rate_key is None:
             return True
         ticket = str(workflow.uuid4())
-        request = rate_request(spec, info.workflow_id, info.run_id, ticket)
+        due = run_at if run_at and run_at > workflow.now() and not self.state.triggered else None
+        request = rate_request(spec, info.workflow_id, info.run_id, ticket, due)
         self._rate_ticket, self._rate_grant = ticket, None
         text = f"waiting for rate limit of key {spec.rate_key}"
         self._wait_text(text)
@@ -662,10 +664,9 @@ class JobWorkflow:
     @trigger.validator
     def _check_trigger(self, request: ControlRequest | None = None) -> None:
         state = self.state
-        if state.dispatched_until is not None:
-            raise ValueError(
-                "cannot trigger: the job is already with a worker and starts at its run_at"
-            )
+        if state.dispatched_until is not None or self._rate_ticket is not None:
+            where = "with a worker" if self._rate_ticket is None else "queued for its rate limit"
+            raise ValueError(f"cannot trigger: the job is already {where}; it starts at run_at")
         if state.status not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or state.triggered:
             raise ValueError(f"cannot trigger: job is {state.status}; it is not waiting to run")
         inbox.check_request(request)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -76,6 +76,11 @@ class RateLimitWorkflow:
         self.changes = 0  # bumped by every accepted message and every wake
         self.idle_due = False
         self.quiet_since = workflow.now()  # the latest message or start handed out
+        # (holder, run_id) -> ticket of each waiter: a burst of asks costs no scan each.
+        self.spacings: dict[str, float] = {}  # seconds between starts, per rate text
+        self.asked = {
+            (w.request.holder, w.request.run_id): w.request.ticket for w in self.state.waiters
+        }
 
     @workflow.run
     async def run(self, *args: Any) -> RateState:
@@ -96,29 +101,45 @@ class RateLimitWorkflow:
                     return state
             await workflow.wait_condition(self._changed_since(seen))
 
+    def _spacing(self, request: RateRequest) -> float:
+        rate = self.spacings.get(request.rate)
+        if rate is None:
+            rate = self.spacings[request.rate] = parse_rate(request.rate).spacing
+        return rate
+
+    def _grantable_at(self, request: RateRequest) -> datetime:
+        """When the loop could reserve ``request`` a start, by the state alone: not before
+        RESERVE_AHEAD ahead of its not_before, and once the rate allows, REFILL_AT ahead (so
+        each wake reserves a stretch of starts, not one)."""
+        tat = self.state.tat
+        by_rate = (
+            tat - timedelta(seconds=self._spacing(request) * (request.burst - 1)) - REFILL_AT
+            if tat is not None
+            else None
+        )
+        by_time = request.not_before - RESERVE_AHEAD if request.not_before else None
+        moments = [m for m in (by_rate, by_time) if m is not None]
+        return max(moments) if moments else datetime.min.replace(tzinfo=UTC)
+
     def _head_start(self) -> datetime | None:
-        """When the first waiter would start by the rate alone (None: nobody waits)."""
-        state = self.state
-        if not state.waiters or state.tat is None:
-            return None
-        request = min(state.waiters, key=_order).request
-        spacing = parse_rate(request.rate).spacing
-        return state.tat - timedelta(seconds=spacing * (request.burst - 1))
+        """The earliest moment a waiter can be reserved a start (None: nobody waits)."""
+        waiters = self.state.waiters
+        return min((self._grantable_at(w.request) for w in waiters), default=None)
 
     async def _refill_clock(self) -> None:
-        """While the first waiter is beyond RESERVE_AHEAD, one timer until less than
-        REFILL_AT is left before its start. The moment depends on the reservations only, so
-        requests arriving meanwhile start no new timer."""
+        """One timer until the next waiter can be reserved a start. The moment depends on
+        the state only, so requests arriving meanwhile start no new timer; after the loop's
+        pass no waiter is grantable before it."""
         while True:
             head = self._head_start()
             now = workflow.now()
             changed = self._head_changed(head)
-            if head is None or head <= now + RESERVE_AHEAD:
+            if head is None or head <= now:
                 await workflow.wait_condition(changed)  # nobody waits, or the loop grants it
                 continue
             try:
                 await workflow.wait_condition(
-                    changed, timeout=head - REFILL_AT - now, timeout_summary="reserve more starts"
+                    changed, timeout=head - now, timeout_summary="reserve more starts"
                 )
             except TimeoutError:
                 self.changes += 1
@@ -145,24 +166,28 @@ class RateLimitWorkflow:
         )
 
     async def _grant(self) -> None:
-        """Reserve starts for the head waiters up to RESERVE_AHEAD from now; tell them at once
-        (one task, one signal each)."""
+        """Reserve starts, by (priority, arrival), for every waiter whose start falls within
+        RESERVE_AHEAD from now; tell them at once (one task, one signal each)."""
         state, now = self.state, workflow.now()
+        horizon = now + RESERVE_AHEAD
         state.waiters.sort(key=_order)
         granted: list[tuple[RateRequest, RateGrant]] = []
-        while state.waiters:
-            request = state.waiters[0].request
-            start, tat = reserve(state.tat, now, parse_rate(request.rate).spacing, request.burst)
-            if start > now + RESERVE_AHEAD:
-                break
-            state.waiters.pop(0)
+        kept: list[Waiter] = []
+        for waiter in state.waiters:
+            request = waiter.request
+            earliest = max(now, request.not_before or now)
+            start, tat = reserve(state.tat, earliest, self._spacing(request), request.burst)
+            if start > horizon:
+                kept.append(waiter)
+                continue
+            self.asked.pop((request.holder, request.run_id), None)
             state.tat, state.rate, state.burst = tat, request.rate, request.burst
             state.last_start = max(start, state.last_start or start)
             state.granted += 1
             count_start(state, start)
-            granted.append(
-                (request, RateGrant(key=state.key, ticket=request.ticket, start_at=start))
-            )
+            grant = RateGrant(key=state.key, ticket=request.ticket, start_at=start)
+            granted.append((request, grant))
+        state.waiters = kept
         if granted:
             self.quiet_since = max(now, state.last_start or now)
             delivered = await asyncio.gather(*(self._send(r, g) for r, g in granted))
@@ -188,16 +213,18 @@ class RateLimitWorkflow:
         except inbox.Invalid as err:
             self._reject(str(err))
             return
-        state = self.state
-        if any(waiter.request == request for waiter in state.waiters):
-            return
-        # A new round of the same run replaces what that run asked before.
-        self._drop(request.holder, request.run_id)
+        state, run = self.state, (request.holder, request.run_id)
+        asked = self.asked.get(run)
+        if asked == request.ticket:
+            return  # asked again after a long wait: it keeps its place
+        if asked is not None:  # a new round of the same run replaces what it asked before
+            self._drop(request.holder, request.run_id)
         if len(state.waiters) >= MAX_WAITERS:
             self._reject(f"acquire: {MAX_WAITERS} requests already wait; asked again later")
             return
         now = workflow.now()
         state.waiters.append(Waiter(request=request, seq=state.next_seq, arrived_at=now))
+        self.asked[run] = request.ticket
         state.next_seq += 1
         self.quiet_since = max(self.quiet_since, now)
         self.changes += 1
@@ -210,17 +237,12 @@ class RateLimitWorkflow:
         except inbox.Invalid as err:
             self._reject(str(err))
             return
-        before = len(self.state.waiters)
-        self.state.waiters = [
-            w
-            for w in self.state.waiters
-            if (w.request.holder, w.request.run_id, w.request.ticket)
-            != (release.holder, release.run_id, release.ticket)
-        ]
-        if len(self.state.waiters) != before:
+        if self.asked.get((release.holder, release.run_id)) == release.ticket:
+            self._drop(release.holder, release.run_id)
             self.changes += 1
 
     def _drop(self, holder: str, run_id: str) -> None:
+        self.asked.pop((holder, run_id), None)
         self.state.waiters = [
             w
             for w in self.state.waiters

@@ -55,6 +55,8 @@ class RateRequest(_Message):
     run_id: RunId
     ticket: Ticket  # this round's request
     priority: Count = Field(default=DEFAULT_PRIORITY, ge=1, le=PRIORITY_LEVELS)
+    # No start before this (the job's run_at: a job asks up to its dispatch_lead early).
+    not_before: datetime | None = None
 
 
 class RateGrant(_Message):
