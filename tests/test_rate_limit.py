@@ -223,12 +223,7 @@ async def test_a_waiting_job_says_so_and_a_pause_or_cancel_leaves_the_queue(
     await finish(dev_client, [first])
     assert (await operations.status(dev_client, paused)).status == JobStatus.PAUSED
     await operations.resume(dev_client, paused)
-    waiting = await eventually(
-        lambda: job_report(dev_client, paused),
-        lambda r: r.waiting_for is not None and "earliest start" in r.waiting_for,
-        what="a reservation shown",
-    )
-    assert waiting.waiting_for is not None and key in waiting.waiting_for
+    await eventually(lambda: _waiting(dev_client, key, paused), what="queued again once resumed")
     await finish(dev_client, [paused], timeout=30)
     assert set(handler_starts(path)) == {first, paused}  # the cancelled one never ran
     state = await limiter(dev_client, key)

@@ -184,6 +184,9 @@ class JobWorkflow:
         not_before = None
         if run_at is not None and run_at > workflow.now() and not self.state.triggered:
             not_before = run_at
+        start_at = self._rate_grant.start_at if self._rate_grant else None
+        if start_at is not None and start_at > (not_before or workflow.now()):
+            not_before = start_at  # the rate limit's start: the worker waits for it
         first_record = len(self.state.attempts)
         executions = 0
         while True:
@@ -382,7 +385,8 @@ class JobWorkflow:
         if spec.concurrency_key is None and spec.rate_key is None:
             return await self._run_round()
         try:
-            passed = await self._await_rate() and await self._await_run_at()
+            passed = await self._await_rate()  # a start given is never before run_at
+            passed = passed and (self._rate_grant is not None or await self._await_run_at())
             if not (passed and await self._hold_permit()):
                 return "withdrawn"  # paused while waiting for a start, run_at or a permit
             self._wait_text(None)
@@ -407,8 +411,9 @@ class JobWorkflow:
 
     async def _await_rate(self) -> bool:
         """Ask the rate key's limiter (from dispatch_lead before run_at: a herd's asks are in
-        before it is due) for a start no earlier than run_at, and wait until it: True once
-        there (or without a key), False if paused first."""
+        before it is due) for a start no earlier than run_at: True once it answers (or
+        without a key), False if paused first. The round goes to a worker at once and waits
+        there for that start (_run_round), as a job does for its run_at."""
         spec, info, run_at = self.spec, workflow.info(), self.spec.run_at
         if spec.rate_key is None:
             return True
@@ -416,19 +421,9 @@ class JobWorkflow:
         due = run_at if run_at and run_at > workflow.now() and not self.state.triggered else None
         request = rate_request(spec, info.workflow_id, info.run_id, ticket, due)
         self._rate_ticket, self._rate_grant = ticket, None
-        text = f"waiting for rate limit of key {spec.rate_key}"
-        self._wait_text(text)
+        self._wait_text(f"waiting for rate limit of key {spec.rate_key}")
         await limiter_calls.await_start(request, lambda: self._rate_grant is not None, self._paused)
-        start_at = self._rate_grant.start_at if self._rate_grant else None
-        if start_at is not None and start_at > workflow.now():
-            self._wait_text(f"{text}, earliest start {self._when(start_at)}")
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    self._paused,
-                    timeout=start_at - workflow.now(),
-                    timeout_summary="wait for the start the rate limit gave",
-                )
-        return start_at is not None and not self._paused()
+        return self._rate_grant is not None and not self._paused()
 
     async def _withdraw_rate(self) -> None:
         """An ask the limiter has not answered leaves its queue (a start given is spent)."""
