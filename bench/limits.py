@@ -83,7 +83,8 @@ def key_figures(
     per_second = parse_rate(rate).per_second
     starts = [begun[j] for j in jobs if j in begun]
     reserved = sorted(a for j in jobs if (a := allowed.get(j)) is not None)
-    late = [begun[j] - a for j in jobs if j in begun and (a := allowed.get(j)) is not None]
+    pairs = sorted((a, j) for j in jobs if j in begun and (a := allowed.get(j)) is not None)
+    late = [begun[j] - a for a, j in pairs]
     rates = windows(starts)
     gaps = [b - a for a, b in itertools.pairwise(reserved)]
     low, high = per_second * (1 - TOLERANCE), per_second * (1 + TOLERANCE)
@@ -101,6 +102,12 @@ def key_figures(
         "began_early": sum(1 for x in late if x < 0),
         "earliest": min(late) if late else None,
         "min_reservation_gap": min(gaps) if gaps else None,
+        "reserved_span": reserved[-1] - reserved[0] if reserved else None,
+        # Raw, relative to the first reservation: for plots and second looks.
+        "reserved_at": [round(r - reserved[0], 4) for r in reserved] if reserved else [],
+        "lateness_by_start": [
+            [round(a - reserved[0], 4), round(begun[j] - a, 4)] for a, j in pairs
+        ],
     }
 
 

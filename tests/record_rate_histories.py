@@ -2,9 +2,9 @@
 
     python -m tests.record_rate_histories
 
-A key at 20/m (a start each 3 s) on a fresh dev server: the first job starts at once, the
-second and third wait in the limiter's queue until it reserves their start (the second then
-waits a second more in the job), the fourth is cancelled while it waits there; a fifth job
+A key at 10/m (a start each 6 s) on a fresh dev server: the first job starts at once, the
+second and third wait in the limiter's queue until it reserves their start (then the round
+waits in a worker for it), the fourth is cancelled while it waits there; a fifth job
 has the rate key and a concurrency key. Saved are the key's limiter and those jobs.
 Like tests/record_histories.py: never re-record an existing prefix.
 """
@@ -58,7 +58,7 @@ async def record(prefix: str) -> None:
                 "run_at": datetime.now(UTC).isoformat(),
                 "payload": {"path": str(path), "seconds": 0.1},
                 "rate_key": KEY,
-                "rate": "20/m",
+                "rate": "10/m",
                 **more,
             }
             await operations.schedule(client, spec, handlers, task_queue=QUEUE)

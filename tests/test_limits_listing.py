@@ -61,13 +61,14 @@ async def test_every_door_lists_rate_and_concurrency_keys(
     for _ in range(3):  # two start at once (the burst), the third waits 30 s
         await submit(dev_client, worker, path, **rated)
     sem = {"concurrency_key": sem_key, "concurrency_limit": 1}
-    await submit(dev_client, worker, path, seconds=15, **sem)
+    holder = await submit(dev_client, worker, path, seconds=120, **sem)
     await eventually(
         lambda: operations.list_limits(dev_client),
         lambda limits: sem_key in mine(limits, sem_key),
         what="the holder's permit",
+        timeout=60,
     )
-    await submit(dev_client, worker, path, **sem)
+    waiter = await submit(dev_client, worker, path, **sem)
 
     def ready(limits: operations.Limits) -> bool:
         rows = mine(limits, rate_key, sem_key)
@@ -79,7 +80,10 @@ async def test_every_door_lists_rate_and_concurrency_keys(
             and rows[sem_key].waiting == 1
         )
 
-    listed = await eventually(lambda: operations.list_limits(dev_client), ready, what="both keys")
+    # Limiters of earlier tests on this server (their workers gone) answer slowly or not.
+    listed = await eventually(
+        lambda: operations.list_limits(dev_client), ready, what="both keys", timeout=60
+    )
     rate = mine(listed, rate_key)[rate_key]
     assert (rate.kind, rate.limit, rate.workflow_id) == (
         "rate",
@@ -106,3 +110,5 @@ async def test_every_door_lists_rate_and_concurrency_keys(
     assert line.split()[:5] == ["rate", rate_key, "2/m", "burst", "2"]
     as_json = await asyncio.to_thread(jobs_here_sync, cli, "limits", "--json")
     assert ready(operations.Limits.model_validate(json.loads(as_json.stdout)))
+    for job in (holder, waiter):
+        await operations.cancel(dev_client, job)

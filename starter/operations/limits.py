@@ -22,7 +22,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from jobctl.starter import jobviews
-from jobctl.starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
+from jobctl.starter.operations.rpc import temporal_errors
 from jobctl.workflows import names
 from jobctl.workflows.models.concurrency import SemaphoreState
 from jobctl.workflows.models.ratelimit import RECENT, RateState, recent_starts
@@ -30,6 +30,7 @@ from jobctl.workflows.rates import describe, parse_rate
 
 MAX_LIMITERS = 1000  # listed at most (the most recently started first)
 QUERY_CONCURRENCY = 20
+QUERY_TIMEOUT = timedelta(seconds=5)  # a limiter whose workers are gone answers nothing
 LIMITER_TYPES = f'WorkflowType IN ("{names.RATE_WORKFLOW}", "{names.CONCURRENCY_WORKFLOW}")'
 
 

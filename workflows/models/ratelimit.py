@@ -27,8 +27,12 @@ from jobctl.workflows.models.spec import DEFAULT_PRIORITY, PRIORITY_LEVELS
 from jobctl.workflows.rates import MAX_BURST, parse_rate
 
 MAX_WAITERS = 4_000  # requests one key queues (beyond: refused, the job asks again later)
-RESERVE_AHEAD = timedelta(seconds=2)  # reservations handed out at most this far ahead
-REFILL_AT = RESERVE_AHEAD / 2  # the limiter wakes when less than this is left reserved
+# Reservations are handed out at most RESERVE_AHEAD ahead (a more urgent job waits at most
+# that long behind less urgent ones), and at least REFILL_AT ahead when the rate is the bound:
+# the time a grant has to reach its job and the job's round to reach a worker, which then
+# waits for the start itself. Each wake reserves the starts of the difference (0.5 s).
+RESERVE_AHEAD = timedelta(seconds=3)
+REFILL_AT = timedelta(seconds=2.5)
 RECENT = 60  # seconds of starts kept per second, for "recent starts"
 
 RateText = Annotated[
