@@ -131,6 +131,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "run_at": run_at,
                 "rate_key": key,
                 "rate": rate,
+                "dispatch_lead": args.lead,
             }
             await operations.start(client, operations.validate_spec(spec, handlers, now), now)
 
@@ -175,7 +176,10 @@ def main() -> None:
     parser.add_argument("--second-jobs", type=int, default=300)
     parser.add_argument("--second-rate", default="5/s")
     parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--ahead", type=float, default=60, help="seconds to schedule them all")
+    parser.add_argument("--ahead", type=float, default=150, help="notice: run_at this far ahead")
+    parser.add_argument(
+        "--lead", type=float, default=120, help="dispatch_lead: each job asks its limiter then"
+    )
     args = parser.parse_args()
     result = asyncio.run(run(args))
     show("key a", result["key_a"])

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import Priority
 from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
 
 from jobctl.workflows import names
@@ -26,6 +27,9 @@ from jobctl.workflows.models.ratelimit import RateRequest, RateState, Waiter, ra
 
 START_TRIES = 3  # signal, or start the limiter if it does not run, this many times per ask
 REASK_EVERY = timedelta(minutes=5)  # a job waiting this long without an answer asks again
+# A rate limiter's workflow tasks go before the jobs' on the task queue: a late wake would
+# cost the key starts (the schedule cannot start anything in the past).
+LIMITER_PRIORITY = Priority(priority_key=1)
 
 
 async def ask(
@@ -35,6 +39,7 @@ async def ask(
     request: Any,
     start_input: Callable[[], Any],
     summary: str,
+    priority: Priority | None = None,
 ) -> bool:
     """Signal ``request`` to the limiter ``limiter_id``; if it does not run, start it (an
     abandoned child whose input, ``start_input()`` at that moment, already carries the
@@ -50,6 +55,7 @@ async def ask(
                 id=limiter_id,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 static_summary=summary,
+                priority=priority or Priority.default,
             )
             return True
     workflow.logger.warning("%s unreachable", limiter_id)
@@ -73,12 +79,14 @@ async def wait_for_answer(
     summary: str,
     answered: Callable[[], bool],
     stop: Callable[[], bool],
+    priority: Priority | None = None,
 ) -> None:
     """Ask the limiter (signal ``acquire``) and wait until ``answered()`` or ``stop()``;
     ask again every REASK_EVERY without an answer (the limiter ignores a request it
     already has)."""
     while not stop() and not answered():
-        await ask(limiter_id, limiter_type, names.SIGNAL_ACQUIRE, request, start_input, summary)
+        signal = names.SIGNAL_ACQUIRE
+        await ask(limiter_id, limiter_type, signal, request, start_input, summary, priority)
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
                 lambda: answered() or stop(),
@@ -124,4 +132,6 @@ async def await_start(
 
     limiter = rate_workflow_id(request.key)
     summary = f"rate limit of key {request.key}"
-    await wait_for_answer(limiter, names.RATE_WORKFLOW, request, first, summary, granted, stop)
+    await wait_for_answer(
+        limiter, names.RATE_WORKFLOW, request, first, summary, granted, stop, LIMITER_PRIORITY
+    )

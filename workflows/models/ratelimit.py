@@ -30,9 +30,9 @@ MAX_WAITERS = 4_000  # requests one key queues (beyond: refused, the job asks ag
 # Reservations are handed out at most RESERVE_AHEAD ahead (a more urgent job waits at most
 # that long behind less urgent ones), and at least REFILL_AT ahead when the rate is the bound:
 # the time a grant has to reach its job and the job's round to reach a worker, which then
-# waits for the start itself. Each wake reserves the starts of the difference (0.5 s).
-RESERVE_AHEAD = timedelta(seconds=3)
-REFILL_AT = timedelta(seconds=2.5)
+# waits for the start itself. Each wake reserves the starts of the difference (1 s).
+RESERVE_AHEAD = timedelta(seconds=5)
+REFILL_AT = timedelta(seconds=4)
 RECENT = 60  # seconds of starts kept per second, for "recent starts"
 
 RateText = Annotated[
