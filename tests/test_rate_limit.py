@@ -37,6 +37,7 @@ from jobctl.workflows.models.ratelimit import (
     RateState,
     rate_workflow_id,
 )
+from tests.helpers.cli import jobs_here_sync
 from tests.helpers.jobs import finished, job_report
 from tests.helpers.poll import eventually
 from tests.helpers.temporal import running_worker
@@ -156,9 +157,9 @@ async def test_an_urgent_job_overtakes_every_start_not_yet_reserved(
     dev_client: Client, worker: str, tmp_path: Path
 ) -> None:
     key, path = new_key(), tmp_path / "runs.jsonl"
-    fields = {"rate_key": key, "rate": "2/s"}
+    fields = {"rate_key": key, "rate": "1/s"}
     low = await asyncio.gather(
-        *(submit(dev_client, worker, path, priority=5, **fields) for _ in range(12))
+        *(submit(dev_client, worker, path, priority=5, **fields) for _ in range(15))
     )
     await eventually(
         lambda: limiter(dev_client, key),
@@ -170,10 +171,10 @@ async def test_an_urgent_job_overtakes_every_start_not_yet_reserved(
     await finish(dev_client, [*low, urgent])
     reserved = await reservations(dev_client, [*low, urgent])
     after = sum(1 for job in low if reserved[job] > reserved[urgent])
-    # Only what was reserved when it asked went first: RESERVE_AHEAD's starts (3 s at 2/s
-    # = 6, the first one at once: 7).
-    ahead = 12 - after
-    assert ahead <= RESERVE_AHEAD.total_seconds() * 2 + 1, sorted(reserved.values())
+    # Only what was reserved when it asked went first: RESERVE_AHEAD's starts (5 s at 1/s
+    # = 5, and the first one at once: 6).
+    ahead = 15 - after
+    assert ahead <= RESERVE_AHEAD.total_seconds() * 1 + 1, sorted(reserved.values())
 
 
 @pytest.mark.devserver
@@ -209,7 +210,7 @@ async def _waiting(client: Client, key: str, job: str) -> bool:
 
 @pytest.mark.devserver
 async def test_a_waiting_job_says_so_and_a_pause_or_cancel_leaves_the_queue(
-    dev_client: Client, worker: str, tmp_path: Path
+    dev_client: Client, worker: str, tmp_path: Path, cli: dict[str, str]
 ) -> None:
     key, path = new_key(), tmp_path / "runs.jsonl"
     fields = {"rate_key": key, "rate": "3/m"}  # one start each 20 s: the third waits 40 s
@@ -220,6 +221,8 @@ async def test_a_waiting_job_says_so_and_a_pause_or_cancel_leaves_the_queue(
     report = await job_report(dev_client, cancelled)
     assert report.status == JobStatus.PENDING
     assert report.waiting_for == f"waiting for rate limit of key {key}"
+    shown = await asyncio.to_thread(jobs_here_sync, cli, "status", cancelled)
+    assert f"pending: due, waiting for rate limit of key {key}" in shown.stdout, shown
     await operations.cancel(dev_client, cancelled)
     with pytest.raises(WorkflowFailureError):
         await dev_client.get_workflow_handle(cancelled).result()

@@ -4,8 +4,9 @@ At most ``rate`` rounds of the key's jobs start per period, with ``burst`` at on
 idle spell, whatever the number of workers. A job asks at its run_at (signal ``acquire``);
 the limiter answers with a reservation, ``start_at``, the earliest moment the rate allows
 (the generic cell rate algorithm: see :mod:`workflows.models.ratelimit`), and the job waits
-until then itself. So one workflow task answers every request that arrived together, and the
-limiter sets no timer per grant.
+until then itself. So one workflow task answers every request that arrived together, the
+limiter sets no timer per grant, and it does not wait for its grants' delivery before the
+next pass (a slow delivery would slow the pace).
 
 - It reserves at most RESERVE_AHEAD ahead; the other requests wait in (priority, arrival)
   order, so a more urgent job that arrives later overtakes every one not yet reserved. Once
@@ -76,6 +77,9 @@ class RateLimitWorkflow:
         self.changes = 0  # bumped by every accepted message and every wake
         self.idle_due = False
         self.quiet_since = workflow.now()  # the latest message or start handed out
+        self.sending: set[asyncio.Task[None]] = set()  # grant signals on their way
+        self.edits = 0  # bumped by every change to the queue (see _head_start)
+        self.head_memo: tuple[tuple[int, datetime | None], datetime | None] | None = None
         # (holder, run_id) -> ticket of each waiter: a burst of asks costs no scan each.
         self.spacings: dict[str, float] = {}  # seconds between starts, per rate text
         self.asked = {
@@ -90,12 +94,12 @@ class RateLimitWorkflow:
             seen = self.changes
             await self._grant()
             if self._history_full():
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                await workflow.wait_condition(self._settled)
                 workflow.continue_as_new(state)
             if self.idle_due:
                 self.idle_due = False
                 if not state.waiters and workflow.now() - self.quiet_since >= IDLE_END:
-                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    await workflow.wait_condition(self._settled)
                     for clock in clocks:
                         clock.cancel()
                     return state
@@ -122,9 +126,15 @@ class RateLimitWorkflow:
         return max(moments) if moments else datetime.min.replace(tzinfo=UTC)
 
     def _head_start(self) -> datetime | None:
-        """The earliest moment a waiter can be reserved a start (None: nobody waits)."""
-        waiters = self.state.waiters
-        return min((self._grantable_at(w.request) for w in waiters), default=None)
+        """The earliest moment a waiter can be reserved a start (None: nobody waits).
+        Computed once per change of the queue or the schedule: the clock's wait evaluates it
+        at every step of every task, and a queue may hold thousands."""
+        key = (self.edits, self.state.tat)
+        if self.head_memo is None or self.head_memo[0] != key:
+            waiters = self.state.waiters
+            head = min((self._grantable_at(w.request) for w in waiters), default=None)
+            self.head_memo = (key, head)
+        return self.head_memo[1]
 
     async def _refill_clock(self) -> None:
         """One timer until the next waiter can be reserved a start. The moment depends on
@@ -175,6 +185,9 @@ class RateLimitWorkflow:
         kept: list[Waiter] = []
         for waiter in state.waiters:
             request = waiter.request
+            if request.not_before is not None and request.not_before > horizon:
+                kept.append(waiter)  # not due yet (the cheap test: a herd asks early)
+                continue
             earliest = max(now, request.not_before or now)
             start, tat = reserve(state.tat, earliest, self._spacing(request), request.burst)
             if start > horizon:
@@ -187,21 +200,29 @@ class RateLimitWorkflow:
             count_start(state, start)
             grant = RateGrant(key=state.key, ticket=request.ticket, start_at=start)
             granted.append((request, grant))
+        if len(kept) != len(state.waiters):
+            self.edits += 1
         state.waiters = kept
         if granted:
             self.quiet_since = max(now, state.last_start or now)
-            delivered = await asyncio.gather(*(self._send(r, g) for r, g in granted))
-            state.lost += delivered.count(False)
+        for request, grant in granted:  # not awaited here: the next pass need not wait
+            task = asyncio.create_task(self._send(request, grant))
+            self.sending.add(task)
+            task.add_done_callback(self.sending.discard)
         self._show()
 
-    async def _send(self, request: RateRequest, grant: RateGrant) -> bool:
+    async def _send(self, request: RateRequest, grant: RateGrant) -> None:
+        """One grant signal; a job gone meanwhile loses its start (counted)."""
         handle = workflow.get_external_workflow_handle(request.holder, run_id=request.run_id)
         try:
             await handle.signal(names.SIGNAL_RATE_GRANTED, grant)
         except FailureError as err:
             workflow.logger.info("start of %s lost: %s", request.holder, err)
-            return False
-        return True
+            self.state.lost += 1
+
+    def _settled(self) -> bool:
+        """No handler running and every grant signal delivered (or failed)."""
+        return not self.sending and workflow.all_handlers_finished()
 
     @workflow.signal(name=names.SIGNAL_ACQUIRE)
     def acquire(self, *args: Any) -> None:
@@ -224,6 +245,7 @@ class RateLimitWorkflow:
             return
         now = workflow.now()
         state.waiters.append(Waiter(request=request, seq=state.next_seq, arrived_at=now))
+        self.edits += 1
         self.asked[run] = request.ticket
         state.next_seq += 1
         self.quiet_since = max(self.quiet_since, now)
@@ -242,6 +264,7 @@ class RateLimitWorkflow:
             self.changes += 1
 
     def _drop(self, holder: str, run_id: str) -> None:
+        self.edits += 1
         self.asked.pop((holder, run_id), None)
         self.state.waiters = [
             w
