@@ -104,11 +104,12 @@ async def test_every_door_lists_rate_and_concurrency_keys(
     assert answer.status_code == 200
     assert ready(operations.Limits.model_validate(answer.json()))
 
-    table = await asyncio.to_thread(jobs_here_sync, cli, "limits")  # the worker answers
+    # The commands run in a thread (the worker answering the queries runs in this loop).
+    table = await asyncio.to_thread(jobs_here_sync, cli, "limits")
     assert table.returncode == 0, table.stderr
     line = next(line for line in table.stdout.splitlines() if rate_key in line)
-    assert line.split()[:5] == ["rate", rate_key, "2/m", "burst", "2"]
+    assert line.split()[:5] == ["rate", rate_key, "2/m", "burst", "2"], table.stdout
     as_json = await asyncio.to_thread(jobs_here_sync, cli, "limits", "--json")
-    assert ready(operations.Limits.model_validate(json.loads(as_json.stdout)))
+    assert ready(operations.Limits.model_validate(json.loads(as_json.stdout))), as_json.stdout
     for job in (holder, waiter):
         await operations.cancel(dev_client, job)

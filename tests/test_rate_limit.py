@@ -218,6 +218,9 @@ async def test_a_waiting_job_says_so_and_a_pause_or_cancel_leaves_the_queue(
     await eventually(
         lambda: _waiting(dev_client, key, cancelled), what="the third queued", retry_on=(RPCError,)
     )
+    # The second is granted 16 s after the first (its start less 4 s): pause it while queued.
+    await operations.pause(dev_client, paused)
+    await eventually(lambda: _waiting(dev_client, key, paused), lambda w: not w, what="withdrawn")
     report = await job_report(dev_client, cancelled)
     assert report.status == JobStatus.PENDING
     assert report.waiting_for == f"waiting for rate limit of key {key}"
@@ -227,9 +230,6 @@ async def test_a_waiting_job_says_so_and_a_pause_or_cancel_leaves_the_queue(
     with pytest.raises(WorkflowFailureError):
         await dev_client.get_workflow_handle(cancelled).result()
     await eventually(lambda: _waiting(dev_client, key, cancelled), lambda w: not w, what="gone")
-    # The second is granted 17.5 s after the first, so it is still queued: pause it there.
-    await operations.pause(dev_client, paused)
-    await eventually(lambda: _waiting(dev_client, key, paused), lambda w: not w, what="withdrawn")
     await finish(dev_client, [first])
     assert (await operations.status(dev_client, paused)).status == JobStatus.PAUSED
     await operations.resume(dev_client, paused)

@@ -30,7 +30,7 @@ from jobctl.workflows.rates import describe, parse_rate
 
 MAX_LIMITERS = 1000  # listed at most (the most recently started first)
 QUERY_CONCURRENCY = 20
-QUERY_TIMEOUT = timedelta(seconds=5)  # a limiter whose workers are gone answers nothing
+QUERY_TIMEOUT = timedelta(seconds=10)  # a limiter whose workers are gone answers nothing
 LIMITER_TYPES = f'WorkflowType IN ("{names.RATE_WORKFLOW}", "{names.CONCURRENCY_WORKFLOW}")'
 
 
