@@ -31,8 +31,7 @@ the environment:
   A task queue needs at least one worker of each kind (``all`` counts as both).
 * ``JOBS_HANDLER_MODULES``: comma-separated modules that register extra handlers (besides
   those installed packages declare under the ``jobs.handlers`` entry-point group).
-* ``JOBS_MALLOC_ARENAS`` (default 2; 0: glibc's default): the most malloc arenas the process
-  keeps; without a cap its memory climbs a step per arena under steady load
+* ``JOBS_MALLOC_ARENAS`` (default 2; 0: glibc's default): malloc arenas the process keeps
   (:mod:`activities.malloc_arenas`).
 * ``JOBS_METRICS_PORT`` (default unset: no metrics endpoint): serve Prometheus metrics at
   ``http://JOBS_METRICS_HOST:JOBS_METRICS_PORT/metrics``, the SDK's ``temporal_*`` and the
@@ -85,6 +84,7 @@ from jobctl.workflows.durations import parse_duration
 from jobctl.workflows.job_workflow import JobWorkflow
 from jobctl.workflows.live_attempts import read_attempt_log
 from jobctl.workflows.models import WorkerHandlers
+from jobctl.workflows.ratelimit_workflow import RateLimitWorkflow
 from jobctl.workflows.registry_workflow import HandlerRegistryWorkflow
 
 log = logging.getLogger("jobs.worker")
@@ -95,6 +95,7 @@ WORKFLOWS = [
     DeadLetterQueueWorkflow,
     HandlerRegistryWorkflow,
     ConcurrencyLimitWorkflow,
+    RateLimitWorkflow,
 ]
 # Third-party modules the workflows use: deterministic, so every run shares the worker's copy.
 THIRD_PARTY_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types")
@@ -380,8 +381,7 @@ async def run_worker(settings: WorkerSettings, client: Client | None = None) -> 
 
 
 def prepare_process() -> None:
-    """What a worker process sets up before anything else: logging, and the malloc arena cap
-    (:mod:`activities.malloc_arenas`), which must come before the SDK starts its threads."""
+    """Logging, and the malloc arena cap: before the SDK starts its threads."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     arenas = cap_malloc_arenas()
     if arenas is not None:

@@ -50,6 +50,8 @@ def status_line(report: JobReport, now: datetime) -> str:
         case JobStatus.PAUSED:
             until = f" until {when(report.paused_until, now)}" if report.paused_until else ""
             return f"paused{until}"
+        case JobStatus.PENDING if getattr(report, "waiting_for", None):
+            return f"pending: due, {report.waiting_for}"
         case JobStatus.PENDING:
             nxt = f"{current.label} " if report.attempts else ""
             return f"pending: {nxt}due, waiting for a worker"

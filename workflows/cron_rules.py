@@ -239,6 +239,9 @@ def tick_spec(spec: JobSpec, job_id: str, slot: datetime, fire_at: datetime) -> 
         fairness_weight=spec.fairness_weight,
         concurrency_key=spec.concurrency_key,
         concurrency_limit=spec.concurrency_limit,
+        rate_key=spec.rate_key,
+        rate=spec.rate,
+        rate_burst=spec.rate_burst,
     )
 
 

@@ -27,6 +27,8 @@ from jobctl.workflows.models import (
     JobState,
     JobStatus,
 )
+from jobctl.workflows.models.concurrency import PermitRequest
+from jobctl.workflows.models.ratelimit import RateRequest
 from jobctl.workflows.models.spec import DEFAULT_PRIORITY
 from jobctl.workflows.prestart_check import pause_cutoff
 
@@ -160,6 +162,7 @@ def job_report(spec: JobSpec, state: JobState) -> JobReport:
         last_error=state.last_error,
         idempotency_key=spec.key,
         parked_at=state.parked_at,
+        waiting_for=state.waiting_for,
         audit=list(state.audit),
         **spec.scheduling(),
     )
@@ -218,3 +221,33 @@ def within_budget(
         renumbered.append(record.model_copy(update={"attempt": number}))
         number += 1
     return renumbered
+
+
+def permit_request(spec: JobSpec, holder: str, run_id: str, ticket: str) -> PermitRequest:
+    """A round's request to its concurrency key's semaphore (the spec has a key)."""
+    assert spec.concurrency_key is not None and spec.concurrency_limit is not None
+    return PermitRequest(
+        key=spec.concurrency_key,
+        limit=spec.concurrency_limit,
+        holder=holder,
+        run_id=run_id,
+        ticket=ticket,
+        priority=spec.priority,
+    )
+
+
+def rate_request(
+    spec: JobSpec, holder: str, run_id: str, ticket: str, not_before: datetime | None
+) -> RateRequest:
+    """A round's request to its rate key's limiter (the spec has a key)."""
+    assert spec.rate_key is not None and spec.rate is not None
+    return RateRequest(
+        key=spec.rate_key,
+        rate=spec.rate,
+        burst=spec.rate_burst or 1,
+        holder=holder,
+        run_id=run_id,
+        ticket=ticket,
+        priority=spec.priority,
+        not_before=not_before,
+    )

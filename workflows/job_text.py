@@ -49,6 +49,8 @@ def status_parts(spec: JobSpec, state: JobState, status: JobStatus, now: datetim
     match status:
         case JobStatus.SCHEDULED if state.dispatched_until is not None:
             return [f"with a worker, starts {when(state.dispatched_until, spec)}"]
+        case JobStatus.PENDING if state.waiting_for is not None:
+            return [state.waiting_for, f"up to {budget} attempt(s)"]
         case JobStatus.SCHEDULED | JobStatus.PENDING:
             return [f"next run {when(spec.run_at, spec)}", f"up to {budget} attempt(s)"]
         case JobStatus.PAUSED:

@@ -11,7 +11,8 @@ Visibility carries ``JobStatus`` only where a listing must filter on it (:func:`
 cancelled are Temporal's own state (a started pending activity, the execution status).
 
 One class, in sections: the run loop and the attempts; the state and how it shows
-(visibility, the UI's details, the audit trail); a concurrency key's permit; the dead-letter
+(visibility, the UI's details, the audit trail); a rate key's start and a
+concurrency key's permit; the dead-letter
 path; the query, updates and signals. Its decisions are pure functions in
 :mod:`workflows.job_rules` and :mod:`workflows.job_text`, tested without a server.
 """
@@ -22,7 +23,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypeVar
 
 from pydantic import TypeAdapter
 from temporalio import workflow
@@ -31,7 +32,6 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     FailureError,
-    WorkflowAlreadyStartedError,
     is_cancelled_exception,
 )
 
@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     import jobctl.workflows.inbox as inbox
     import jobctl.workflows.job_text as job_text
     import jobctl.workflows.jobstatus as js
+    import jobctl.workflows.limiter_calls as limiter_calls
     from jobctl.workflows import controls, names
     from jobctl.workflows.durations import format_duration
     from jobctl.workflows.job_rules import (
@@ -53,6 +54,8 @@ with workflow.unsafe.imports_passed_through():
         failure_message,
         job_report,
         listed_status,
+        permit_request,
+        rate_request,
         release_decision,
         retry_policy,
         start_search_attributes,
@@ -81,23 +84,15 @@ with workflow.unsafe.imports_passed_through():
         SlotFinished,
         append_audit,
     )
-    from jobctl.workflows.models.concurrency import (
-        Permit,
-        PermitGrant,
-        PermitRelease,
-        PermitRequest,
-        SemaphoreState,
-        concurrency_workflow_id,
-    )
+    from jobctl.workflows.models.concurrency import PermitGrant, concurrency_workflow_id
+    from jobctl.workflows.models.ratelimit import RateGrant, rate_workflow_id
     from jobctl.workflows.textclip import clip_line
 
 Outcome = Literal["done", "exhausted", "withdrawn"]
-
-REASK_EVERY = timedelta(minutes=5)
-
-START_TRIES = 3  # signal, or start the semaphore if it does not run, this many times per ask
+G = TypeVar("G", PermitGrant, RateGrant)
 
 GRANT_ARG: TypeAdapter[PermitGrant] = TypeAdapter(PermitGrant)
+RATE_GRANT_ARG: TypeAdapter[RateGrant] = TypeAdapter(RateGrant)
 
 Release = Literal["requeue", "discard"]
 
@@ -108,6 +103,8 @@ class JobWorkflow:
     state: JobState
     _permit_ticket: str | None = None  # the round's permit request, from asking until released
     _permit_granted: bool = False
+    _rate_ticket: str | None = None  # the round's rate request, from asking until the round ends
+    _rate_grant: RateGrant | None = None
 
     @workflow.init
     def __init__(self, *args: Any) -> None:
@@ -188,6 +185,9 @@ class JobWorkflow:
         not_before = None
         if run_at is not None and run_at > workflow.now() and not self.state.triggered:
             not_before = run_at
+        start_at = self._rate_grant.start_at if self._rate_grant else None
+        if start_at is not None and start_at > (not_before or workflow.now()):
+            not_before = start_at  # the rate limit's start: the worker waits for it
         first_record = len(self.state.attempts)
         executions = 0
         while True:
@@ -384,105 +384,118 @@ class JobWorkflow:
     def report(self) -> JobReport:
         return job_report(self.spec, self.state)
 
-    # -- a concurrency key's permit -------------------------------------------------------
+    # -- a rate key's start and a concurrency key's permit ----------------------------------
 
     async def _permitted_round(self) -> Outcome:
-        """One round (see JobWorkflow._run_round), under a permit when the job has a key."""
-        if self.spec.concurrency_key is None:
+        """One round (see JobWorkflow._run_round): at run_at, a start from the rate key's
+        limiter, then a permit from the concurrency key's semaphore, when the job has them."""
+        spec = self.spec
+        if spec.concurrency_key is None and spec.rate_key is None:
             return await self._run_round()
         try:
-            if not await self._hold_permit():
-                return "withdrawn"  # paused while waiting for run_at or a permit
+            passed = await self._await_rate()  # a start given is never before run_at
+            passed = passed and (self._rate_grant is not None or await self._await_run_at())
+            if not (passed and await self._hold_permit()):
+                return "withdrawn"  # paused while waiting for a start, run_at or a permit
+            self._wait_text(None)
             return await self._run_round()
         finally:
+            self._wait_text(None)
             await self._release_permit()
+            await self._withdraw_rate()
 
-    async def _hold_permit(self) -> bool:
-        """Wait for run_at, then for a permit: True once granted, False if paused first."""
-        spec, state = self.spec, self.state
-        assert spec.concurrency_key is not None and spec.concurrency_limit is not None
-        run_at = spec.run_at
+    async def _await_run_at(self) -> bool:
+        """Wait for run_at in the workflow (no pre-dispatch): True unless paused first."""
+        run_at, state = self.spec.run_at, self.state
+        then = "a concurrency permit" if self.spec.rate_key is None else "a rate limit's start"
         if run_at is not None and run_at > workflow.now() and not state.triggered:
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
                     lambda: state.triggered or self._paused(),
                     timeout=run_at - workflow.now(),
-                    timeout_summary="wait for run_at, then for a concurrency permit",
+                    timeout_summary=f"wait for run_at, then for {then}",
                 )
-        if self._paused():
-            return False
-        info = workflow.info()
-        request = PermitRequest(
-            key=spec.concurrency_key,
-            limit=spec.concurrency_limit,
-            holder=info.workflow_id,
-            run_id=info.run_id,
-            ticket=str(workflow.uuid4()),
-            priority=spec.priority,
-        )
-        self._permit_ticket, self._permit_granted = request.ticket, False
-        while not self._paused() and not self._permit_granted:
-            self._show(f"waiting for a permit of concurrency key {spec.concurrency_key}")
-            await self._ask(request)
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: self._permit_granted or self._paused(),
-                    timeout=REASK_EVERY,
-                    timeout_summary="wait for a concurrency permit",
-                )
+        return not self._paused()
+
+    async def _await_rate(self) -> bool:
+        """Ask the rate key's limiter (from dispatch_lead before run_at: a herd's asks are in
+        before it is due) for a start no earlier than run_at: True once it answers (or
+        without a key), False if paused first. The round goes to a worker at once and waits
+        there for that start (_run_round), as a job does for its run_at."""
+        spec, info, run_at = self.spec, workflow.info(), self.spec.run_at
+        if spec.rate_key is None:
+            return True
+        ticket = str(workflow.uuid4())
+        due = run_at if run_at and run_at > workflow.now() and not self.state.triggered else None
+        request = rate_request(spec, info.workflow_id, info.run_id, ticket, due)
+        self._rate_ticket, self._rate_grant = ticket, None
+        self._wait_text(f"waiting for rate limit of key {spec.rate_key}")
+        await limiter_calls.await_start(request, lambda: self._rate_grant is not None, self._paused)
+        return self._rate_grant is not None and not self._paused()
+
+    async def _withdraw_rate(self) -> None:
+        """An ask the limiter has not answered leaves its queue (a start given is spent)."""
+        ticket, key, granted = self._rate_ticket, self.spec.rate_key, self._rate_grant
+        self._rate_ticket, self._rate_grant = None, None
+        if ticket is not None and key is not None and granted is None:
+            await limiter_calls.withdraw(rate_workflow_id(key), ticket)
+
+    @workflow.signal(name=names.SIGNAL_RATE_GRANTED)
+    def rate_granted(self, *args: Any) -> None:
+        """The rate limiter's answer: this round may start at ``start_at``."""
+        grant = self._accept_grant(args, RATE_GRANT_ARG, self.spec.rate_key, self._rate_ticket)
+        if grant is not None:
+            self._rate_grant = self._rate_grant or grant  # a second grant changes nothing
+
+    def _wait_text(self, text: str | None) -> None:
+        if text != self.state.waiting_for:
+            self.state.waiting_for = text
+            self._show()
+
+    async def _hold_permit(self) -> bool:
+        """A permit of the concurrency key: True once granted (or without a key), False if
+        paused first."""
+        spec, info = self.spec, workflow.info()
+        if spec.concurrency_key is None:
+            return True
+        ticket = str(workflow.uuid4())
+        request = permit_request(spec, info.workflow_id, info.run_id, ticket)
+        self._permit_ticket, self._permit_granted = ticket, False
+        self._wait_text(f"waiting for a permit of concurrency key {spec.concurrency_key}")
+        await limiter_calls.await_permit(request, lambda: self._permit_granted, self._paused)
         return self._permit_granted
 
     def _paused(self) -> bool:
         return self.state.status == JobStatus.PAUSED
 
-    async def _ask(self, request: PermitRequest) -> None:
-        """Signal ``acquire`` to the key's semaphore; start it (an abandoned child carrying the
-        request) if it does not run."""
-        sem_id = concurrency_workflow_id(request.key)
-        for _ in range(START_TRIES):
-            with contextlib.suppress(FailureError):
-                handle = workflow.get_external_workflow_handle(sem_id)
-                await handle.signal(names.SIGNAL_ACQUIRE, request)
-                return
-            now = workflow.now()
-            first = Permit(request=request, seq=0, arrived_at=now)
-            with contextlib.suppress(WorkflowAlreadyStartedError):
-                await workflow.start_child_workflow(
-                    names.CONCURRENCY_WORKFLOW,
-                    SemaphoreState(key=request.key, waiters=[first], next_seq=1),
-                    id=sem_id,
-                    parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                    static_summary=f"concurrency limit of key {request.key}",
-                )
-                return
-        workflow.logger.warning("job %s: semaphore %s unreachable", self.spec.id, sem_id)
-
     async def _release_permit(self) -> None:
-        """Give the round's permit (or request) back; shielded from a cancellation arriving
-        meanwhile. A semaphore that no longer runs holds nothing."""
+        """Give the round's permit (or request) back; a semaphore that no longer runs holds
+        nothing."""
         ticket, key = self._permit_ticket, self.spec.concurrency_key
-        if ticket is None or key is None:
-            return
         self._permit_ticket, self._permit_granted = None, False
-        info = workflow.info()
-        release = PermitRelease(holder=info.workflow_id, run_id=info.run_id, ticket=ticket)
-        handle = workflow.get_external_workflow_handle(concurrency_workflow_id(key))
-        sent = asyncio.ensure_future(handle.signal(names.SIGNAL_RELEASE_PERMIT, release))
-        with contextlib.suppress(FailureError, asyncio.CancelledError):
-            await asyncio.shield(sent)
+        if ticket is not None and key is not None:
+            await limiter_calls.withdraw(concurrency_workflow_id(key), ticket)
 
     @workflow.signal(name=names.SIGNAL_PERMIT_GRANTED)
     def permit_granted(self, *args: Any) -> None:
         """The semaphore's answer (or its check that this holder still runs)."""
-        signal = names.SIGNAL_PERMIT_GRANTED
+        key, ticket = self.spec.concurrency_key, self._permit_ticket
+        if self._accept_grant(args, GRANT_ARG, key, ticket) is not None:
+            self._permit_granted = True
+
+    def _accept_grant(
+        self, args: tuple[Any, ...], adapter: TypeAdapter[G], key: str | None, ticket: str | None
+    ) -> G | None:
+        """A limiter's grant for this round's request, or None (recorded and dropped)."""
+        signal = names.SIGNAL_PERMIT_GRANTED if adapter is GRANT_ARG else names.SIGNAL_RATE_GRANTED
         try:
-            grant = inbox.signal_arg(args, GRANT_ARG, signal)
-            if grant.key != self.spec.concurrency_key or grant.ticket != self._permit_ticket:
+            grant = inbox.signal_arg(args, adapter, signal)
+            if grant.key != key or grant.ticket != ticket:
                 raise inbox.Invalid(f"{signal}: not for this round's request: dropped")
         except inbox.Invalid as err:
             self._reject(str(err), args[0] if len(args) == 1 else None)
-            return
-        self._permit_granted = True
+            return None
+        return grant
 
     # -- the dead-letter path -------------------------------------------------------------
     async def _park(self) -> None:
@@ -654,10 +667,9 @@ class JobWorkflow:
     @trigger.validator
     def _check_trigger(self, request: ControlRequest | None = None) -> None:
         state = self.state
-        if state.dispatched_until is not None:
-            raise ValueError(
-                "cannot trigger: the job is already with a worker and starts at its run_at"
-            )
+        if state.dispatched_until is not None or self._rate_ticket is not None:
+            where = "with a worker" if self._rate_ticket is None else "queued for its rate limit"
+            raise ValueError(f"cannot trigger: the job is already {where}; it starts at run_at")
         if state.status not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or state.triggered:
             raise ValueError(f"cannot trigger: job is {state.status}; it is not waiting to run")
         inbox.check_request(request)

@@ -17,11 +17,13 @@ CRON_WORKFLOW: Final = "CronJobWorkflow"
 DLQ_WORKFLOW: Final = "DeadLetterQueueWorkflow"
 REGISTRY_WORKFLOW: Final = "HandlerRegistryWorkflow"
 CONCURRENCY_WORKFLOW: Final = "ConcurrencyLimitWorkflow"  # one per concurrency key
+RATE_WORKFLOW: Final = "RateLimitWorkflow"  # one per rate key
 
 # -- well-known workflow ids (one of each per namespace) ------------------------------------------
 DLQ_WORKFLOW_ID: Final = "dead-letter-queue"
 REGISTRY_WORKFLOW_ID: Final = "handler-registry"
 CONCURRENCY_ID_PREFIX: Final = "concurrency/"  # + the key ("/" is never in a job id)
+RATE_ID_PREFIX: Final = "ratelimit/"  # + the key
 
 # -- activities ----------------------------------------------------------------------------------
 RUN_JOB: Final = "run_job"
@@ -37,8 +39,9 @@ SIGNAL_PARK: Final = "park"  # job -> DLQ: a DeadEntry
 SIGNAL_JOB_RELEASED: Final = "job_released"  # job -> DLQ: a JobRelease
 SIGNAL_SLOT_FINISHED: Final = "slot_finished"  # slot job -> cron (only when the slot parks)
 SIGNAL_PUBLISH: Final = "publish"  # worker -> handler registry (signal-with-start)
-SIGNAL_ACQUIRE: Final = "acquire"  # job -> concurrency limit: a PermitRequest
-SIGNAL_RELEASE_PERMIT: Final = "release"  # job -> concurrency limit: a PermitRelease
+SIGNAL_ACQUIRE: Final = "acquire"  # job -> concurrency limit / rate limit: a Permit/RateRequest
+SIGNAL_RELEASE_PERMIT: Final = "release"  # job -> concurrency limit / rate limit: a PermitRelease
+SIGNAL_RATE_GRANTED: Final = "rate_granted"  # rate limit -> job: a RateGrant
 SIGNAL_PERMIT_GRANTED: Final = "permit_granted"  # concurrency limit -> job: a PermitGrant
 
 # -- queries -------------------------------------------------------------------------------------
@@ -49,6 +52,7 @@ QUERY_DLQ_STATE: Final = "state"  # DLQ: its whole DlqState
 QUERY_HANDLERS: Final = "handlers"  # handler registry
 QUERY_CATALOG: Final = "catalog"  # handler registry: every WorkerHandlers, schemas included
 QUERY_PERMITS: Final = "permits"  # concurrency limit: its SemaphoreState
+QUERY_RESERVATIONS: Final = "reservations"  # rate limit: its RateState
 
 # -- updates -------------------------------------------------------------------------------------
 UPDATE_PAUSE: Final = "pause"  # job, cron

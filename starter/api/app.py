@@ -22,6 +22,7 @@ from jobctl.starter.api import (
     handlers,
     health,
     jobs,
+    limits,
     openapi,
 )
 from jobctl.starter.api.deps import ApiState, Backend
@@ -62,7 +63,7 @@ def create_app(
     )
     app.state.jobs = ApiState(backend=backend, codec=codec, task_queue=task_queue)
     errors.install(app)
-    for resource in (jobs, dlq, crons, handlers, codec_routes, health):
+    for resource in (jobs, dlq, crons, handlers, limits, codec_routes, health):
         app.include_router(resource.router)
     board.install(app, backend.client)  # GET / (the page) and GET /board (its data)
     openapi.install(app, bearer=bool(named))

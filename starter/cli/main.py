@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from jobctl.connection import tracing
-from jobctl.starter.cli import cron, dlq, handlers, jobs, processes
+from jobctl.starter.cli import cron, dlq, handlers, jobs, limits, processes
 from jobctl.starter.errors import JobsError, SpecError
 from jobctl.starter.process_exit import exit_now
 
@@ -31,6 +31,7 @@ for command in (
     cron.update,
     dlq.dlq,
     handlers.handlers,
+    limits.limits,
     processes.worker,
     processes.api,
     processes.dev,

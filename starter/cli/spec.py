@@ -31,6 +31,9 @@ SPEC_FLAGS = [
     ("--fairness-weight", "fairness_weight", "This key's share relative to others (default 1)."),
     ("--concurrency-key", "concurrency_key", "At most --concurrency-limit running with this key."),
     ("--concurrency-limit", "concurrency_limit", "Running attempts allowed per key, cluster-wide."),
+    ("--rate-key", "rate_key", "At most --rate starts with this key, cluster-wide."),
+    ("--rate", "rate", 'Starts allowed per key: "10/s", "600/m", "100/h".'),
+    ("--rate-burst", "rate_burst", "Starts allowed at once after an idle spell (default 1)."),
     ("--start", "start", "Cron: no slot before this instant (ISO-8601)."),
     ("--end", "end", "Cron: no slot after this instant; then the cron is done."),
     ("--max-runs", "max_runs", "Cron: done after this many slots have run."),
@@ -70,6 +73,7 @@ NUMBER_FLAGS: dict[str, type[int] | type[float]] = {
     "priority": int,
     "fairness_weight": float,
     "concurrency_limit": int,
+    "rate_burst": int,
     "max_runs": int,
 }
 

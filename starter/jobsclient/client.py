@@ -271,3 +271,9 @@ class JobsClient:
                 count += 1
                 if limit is not None and count >= limit:
                     return
+
+    async def limits(self) -> operations.Limits:
+        """Every rate key and concurrency key in use (``jobctl limits``): ``limits``, one
+        :class:`~starter.operations.LimitInfo` each (``kind``, ``key``, ``limit``,
+        ``recent_starts``, ``running``, ``waiting``, ``next_start``...)."""
+        return await operations.list_limits(self._client)

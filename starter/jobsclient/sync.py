@@ -28,7 +28,7 @@ from temporalio.client import Client
 
 from jobctl.starter.jobsclient.client import DEFAULT_PAGE_SIZE, JobsClient
 from jobctl.starter.jobsclient.handle import DEFAULT_POLL_INTERVAL, JobHandle
-from jobctl.starter.operations import ItemResult, JobPage, JobRow, Report
+from jobctl.starter.operations import ItemResult, JobPage, JobRow, Limits, Report
 from jobctl.workflows.models import JobSpec
 from jobctl.workflows.models.cron import BackfillAnswer
 
@@ -272,3 +272,7 @@ class SyncJobsClient:
         finally:
             if not self._runner.loop.is_closed():
                 self._runner.call(rows.aclose())
+
+    def limits(self) -> Limits:
+        """See :meth:`JobsClient.limits`."""
+        return self._runner.call(self._client.limits())

@@ -10,6 +10,7 @@ callers map them to exit codes or HTTP statuses without knowing Temporal. By con
 - :mod:`.bulk`: :func:`schedule_many` (up to :data:`MAX_BATCH` specs, per-item results)
 - :mod:`.readback`: :func:`describe`, :func:`status`
 - :mod:`.listing`: :func:`list_jobs` (``jobctl list`` / ``GET /jobs``)
+- :mod:`.limits`: :func:`list_limits` (``jobctl limits`` / ``GET /limits``)
 - :mod:`.pagetokens`: visibility page tokens as checked text
 - :mod:`.controls`: pause, resume, trigger, update, backfill, cancel
 - :mod:`.cronpreview`: the next slots of an expression
@@ -48,6 +49,7 @@ from jobctl.starter.operations.handlers import (
     handler_listing,
     known_handlers,
 )
+from jobctl.starter.operations.limits import LimitInfo, Limits, list_limits
 from jobctl.starter.operations.listing import JobPage, JobRow, list_jobs
 from jobctl.starter.operations.pagetokens import decode_token, encode_token, readable_token
 from jobctl.starter.operations.readback import Report, describe, status
@@ -79,6 +81,8 @@ __all__ = [
     "ItemResult",
     "JobPage",
     "JobRow",
+    "LimitInfo",
+    "Limits",
     "Report",
     "Scheduled",
     "Submission",
@@ -98,6 +102,7 @@ __all__ = [
     "handler_listing",
     "known_handlers",
     "list_jobs",
+    "list_limits",
     "local_actor",
     "pause",
     "pause_request",

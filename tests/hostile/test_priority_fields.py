@@ -1,4 +1,4 @@
-"""Hostile priority, fairness and concurrency fields at each door: the Python client
+"""Hostile priority, fairness, concurrency and rate fields at each door: the Python client
 (``JobsClient.schedule``: SpecError naming the field), the API (``POST /jobs``: 422
 ``invalid`` naming the field) and the CLI (``jobctl schedule``: exit 2, one ``error: <field>:``
 line). Each case asserts the answer and that nothing started; the module ends with a normal
@@ -31,6 +31,8 @@ pytestmark = pytest.mark.devserver
 QUEUE = f"hostile-priority-{uuid.uuid4().hex[:8]}"
 JSON = {"Content-Type": "application/json"}
 BOTH = "concurrency_key, concurrency_limit"
+RATE_BOTH = "rate_key, rate"
+NOT_A_RATE = "is not a rate"
 TOGETHER = "go together"
 
 # (case, fields, field named, reason) for the client and the API (JSON values).
@@ -91,6 +93,21 @@ FIELDS: list[tuple[str, dict[str, Any], str, str]] = [
         "concurrency_key",
         "printable",
     ),
+    ("rate alone", {"rate": "10/s"}, RATE_BOTH, TOGETHER),
+    ("rate key alone", {"rate_key": "k"}, RATE_BOTH, TOGETHER),
+    ("rate burst alone", {"rate_burst": 3}, "rate_burst", "needs a rate_key"),
+    ("rate 0/s", {"rate_key": "k", "rate": "0/s"}, "rate", NOT_A_RATE),
+    ("rate -1/s", {"rate_key": "k", "rate": "-1/s"}, "rate", NOT_A_RATE),
+    ("rate 1e309/s", {"rate_key": "k", "rate": "1e309/s"}, "rate", NOT_A_RATE),
+    ("rate 10/fortnight", {"rate_key": "k", "rate": "10/fortnight"}, "rate", NOT_A_RATE),
+    ("rate 1000/s", {"rate_key": "k", "rate": "1000/s"}, "rate", "the most one key can pace"),
+    ("rate true", {"rate_key": "k", "rate": True}, "rate", "valid string"),
+    ("rate list", {"rate_key": "k", "rate": ["10/s"]}, "rate", "valid string"),
+    ("rate number", {"rate_key": "k", "rate": 10}, "rate", "valid string"),
+    ("rate key 201 chars", {"rate_key": "k" * 201, "rate": "1/s"}, "rate_key", "at most 200"),
+    ("rate key tab", {"rate_key": "a\tb", "rate": "1/s"}, "rate_key", "printable"),
+    ("burst 0", {"rate_key": "k", "rate": "1/s", "rate_burst": 0}, "rate_burst", "1"),
+    ("burst true", {"rate_key": "k", "rate": "1/s", "rate_burst": True}, "rate_burst", "integer"),
 ]
 # JSON null is a value at the API; the client takes None as "not given" (the default).
 API_ONLY: list[tuple[str, dict[str, Any], str, str]] = [
@@ -150,6 +167,16 @@ FLAGS: list[tuple[str, list[str], str, str]] = [
         ["--concurrency-key", "k", "--concurrency-limit", "many"],
         "concurrency_limit",
         "valid integer",
+    ),
+    ("rate alone", ["--rate", "10/s"], RATE_BOTH, TOGETHER),
+    ("rate 0/s", ["--rate-key", "k", "--rate", "0/s"], "rate", NOT_A_RATE),
+    ("rate 1e309/s", ["--rate-key", "k", "--rate", "1e309/s"], "rate", NOT_A_RATE),
+    ("rate fortnight", ["--rate-key", "k", "--rate", "10/fortnight"], "rate", NOT_A_RATE),
+    (
+        "burst many",
+        ["--rate-key", "k", "--rate", "1/s", "--rate-burst", "x"],
+        "rate_burst",
+        "integer",
     ),
 ]
 

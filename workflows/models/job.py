@@ -30,6 +30,7 @@ class JobReport(SchedulingReport):
     last_error: str | None = None
     idempotency_key: str
     parked_at: datetime | None = None  # when it last went dead
+    waiting_for: str | None = None  # "waiting for rate limit of key K, earliest start ..."
     # Live state filled in from Temporal's describe by the client, not by the workflow.
     next_attempt_at: datetime | None = None
     last_heartbeat_at: datetime | None = None
@@ -59,3 +60,4 @@ class JobState(BaseModel):
     audit: list[AuditEntry] = Field(default_factory=list)  # operator actions, oldest first
     cancel_noted: bool = False  # the cancel_requested signal recorded who and why
     cancel_detail: str | None = None  # how a cancel met the running attempt
+    waiting_for: str | None = None  # a rate limit's start or a concurrency permit, in words

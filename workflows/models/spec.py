@@ -33,6 +33,7 @@ from jobctl.workflows.cronmath import DstGap, DstRepeat
 from jobctl.workflows.durations import parse_duration
 from jobctl.workflows.models.ids import HANDLER_PATTERN, MAX_CRON_ID, check_job_id, is_job_id
 from jobctl.workflows.models.instants import MAX_AHEAD, Instant, door_clock
+from jobctl.workflows.rates import MAX_BURST, parse_rate
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_PAYLOAD_DEPTH = 64  # nested objects/arrays, the payload object itself included
@@ -152,6 +153,10 @@ class JobSpec(BaseModel):
     fairness_weight: Number = Field(default=1.0, ge=MIN_FAIRNESS_WEIGHT, le=MAX_FAIRNESS_WEIGHT)
     concurrency_key: str | None = Field(default=None, min_length=1, max_length=200)
     concurrency_limit: Count | None = Field(default=None, ge=1, le=MAX_CONCURRENCY_LIMIT)
+    # Issue 44: at most `rate` starts of rounds per rate_key, cluster-wide (workflows/rates.py).
+    rate_key: str | None = Field(default=None, min_length=1, max_length=200)
+    rate: str | None = Field(default=None, min_length=3, max_length=12)
+    rate_burst: Count | None = Field(default=None, ge=1, le=MAX_BURST)
     # Cron bounds: no slot before start or after end; done after max_runs slots have run.
     start: Instant | None = None
     end: Instant | None = None
@@ -199,7 +204,12 @@ class JobSpec(BaseModel):
             raise ValueError(f"is {size} bytes serialized; the limit is {MAX_PAYLOAD_BYTES}")
         return value
 
-    @field_validator("fairness_key", "concurrency_key")
+    @field_validator("rate")
+    @classmethod
+    def _check_rate(cls, value: str | None) -> str | None:
+        return None if value is None else str(parse_rate(value))
+
+    @field_validator("fairness_key", "concurrency_key", "rate_key")
     @classmethod
     def _check_key(cls, value: str | None) -> str | None:
         if value is None:
@@ -271,6 +281,10 @@ class JobSpec(BaseModel):
                 "concurrency_key, concurrency_limit",
                 "concurrency_key and concurrency_limit go together",
             )
+        if (self.rate_key is None) != (self.rate is None):
+            raise _spec_error("rate_key, rate", "rate_key and rate go together")
+        if self.rate_burst is not None and self.rate is None:
+            raise _spec_error("rate_burst", "needs a rate_key and a rate")
         if self.fairness_key is None and self.fairness_weight != 1.0:
             raise _spec_error("fairness_weight", "needs a fairness_key")
         if self.start is not None and self.end is not None and self.end <= self.start:
@@ -284,6 +298,9 @@ class JobSpec(BaseModel):
             "fairness_weight",
             "concurrency_key",
             "concurrency_limit",
+            "rate_key",
+            "rate",
+            "rate_burst",
         ]
         if self.cron is not None:
             names += ["start", "end", "max_runs", "dst_gap", "dst_repeat"]
@@ -303,6 +320,9 @@ class SchedulingReport(BaseModel):
     fairness_weight: float = 1.0
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    rate_key: str | None = None
+    rate: str | None = None
+    rate_burst: int | None = None
 
 
 class CronBoundsReport(SchedulingReport):
