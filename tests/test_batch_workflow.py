@@ -7,12 +7,13 @@ import uuid
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from jobctl.starter.errors import InvalidTransition, JobExists
 from jobctl.starter.operations import batches
-from jobctl.workflows import batch_rules, names
+from jobctl.workflows import batch_rules, inbox, names
 from jobctl.workflows.models import JobReport, JobStatus
 from jobctl.workflows.models.batch import BatchReport
 from tests.helpers.jobs import HANDLERS
@@ -233,3 +234,28 @@ async def test_the_same_request_again_answers_the_batch_and_another_is_refused(
             batch_rules.workflow_id(bid), result_type=BatchReport
         )
         assert (await settled(ts_env, handle)).total == 1
+
+
+@pytest.mark.parametrize(
+    "arg",
+    [
+        None,
+        "batch",
+        {"batch_id": "b"},
+        {"batch_id": "a/b", "pending": [], "state": {"members": ["x"]}},
+    ],
+)
+async def test_a_batch_started_by_hand_with_a_bad_input_fails_at_once(
+    ts_env: WorkflowEnvironment, task_queue: str, arg: Any
+) -> None:
+    async with running_worker(ts_env.client, task_queue):
+        handle = await ts_env.client.start_workflow(
+            names.BATCH_WORKFLOW,
+            arg,
+            id=f"batch/hand-{uuid.uuid4().hex[:6]}",
+            task_queue=task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        cause = failed.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == inbox.INVALID_START
