@@ -77,6 +77,7 @@ from jobctl.connection import build
 from jobctl.connection.client import connect, task_queue
 from jobctl.connection.errors import SpecError
 from jobctl.workflows import inbox, names
+from jobctl.workflows.batch_workflow import BatchWorkflow
 from jobctl.workflows.concurrency_workflow import ConcurrencyLimitWorkflow
 from jobctl.workflows.cron_workflow import CronJobWorkflow
 from jobctl.workflows.dlq_workflow import DeadLetterQueueWorkflow
@@ -89,14 +90,8 @@ from jobctl.workflows.registry_workflow import HandlerRegistryWorkflow
 
 log = logging.getLogger("jobs.worker")
 
-WORKFLOWS = [
-    JobWorkflow,
-    CronJobWorkflow,
-    DeadLetterQueueWorkflow,
-    HandlerRegistryWorkflow,
-    ConcurrencyLimitWorkflow,
-    RateLimitWorkflow,
-]
+WORKFLOWS = [JobWorkflow, CronJobWorkflow, DeadLetterQueueWorkflow, HandlerRegistryWorkflow]
+WORKFLOWS += [ConcurrencyLimitWorkflow, RateLimitWorkflow, BatchWorkflow]
 # Third-party modules the workflows use: deterministic, so every run shares the worker's copy.
 THIRD_PARTY_PASSTHROUGH = ("pydantic", "pydantic_core", "annotated_types")
 

@@ -202,3 +202,20 @@ async def gc_state(ctx: JobContext) -> dict[str, Any]:
     at_start = state()
     await asyncio.sleep(float(ctx.payload.get("seconds", 0)))
     return {"start": at_start, "end": state()}
+
+
+@handler("test.echo")
+def echo(ctx: JobContext) -> dict[str, Any]:
+    """Return the payload as the job's result (a batch callback's test reads its summary)."""
+    if ctx.payload.get("path"):
+        _append(
+            Path(ctx.payload["path"]),
+            {
+                "key": ctx.job_id,
+                "event": "callback",
+                "pid": os.getpid(),
+                "at": time.time(),
+                "batch": ctx.payload.get("batch"),
+            },
+        )
+    return dict(ctx.payload)

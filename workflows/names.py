@@ -18,12 +18,14 @@ DLQ_WORKFLOW: Final = "DeadLetterQueueWorkflow"
 REGISTRY_WORKFLOW: Final = "HandlerRegistryWorkflow"
 CONCURRENCY_WORKFLOW: Final = "ConcurrencyLimitWorkflow"  # one per concurrency key
 RATE_WORKFLOW: Final = "RateLimitWorkflow"  # one per rate key
+BATCH_WORKFLOW: Final = "BatchWorkflow"  # one per batch
 
 # -- well-known workflow ids (one of each per namespace) ------------------------------------------
 DLQ_WORKFLOW_ID: Final = "dead-letter-queue"
 REGISTRY_WORKFLOW_ID: Final = "handler-registry"
 CONCURRENCY_ID_PREFIX: Final = "concurrency/"  # + the key ("/" is never in a job id)
 RATE_ID_PREFIX: Final = "ratelimit/"  # + the key
+BATCH_ID_PREFIX: Final = "batch/"  # + the batch id
 
 # -- activities ----------------------------------------------------------------------------------
 RUN_JOB: Final = "run_job"
@@ -37,7 +39,8 @@ SIGNAL_REQUEUE: Final = "requeue"  # job (no argument or a ControlRequest), DLQ 
 SIGNAL_DISCARD: Final = "discard"  # job, DLQ
 SIGNAL_PARK: Final = "park"  # job -> DLQ: a DeadEntry
 SIGNAL_JOB_RELEASED: Final = "job_released"  # job -> DLQ: a JobRelease
-SIGNAL_SLOT_FINISHED: Final = "slot_finished"  # slot job -> cron (only when the slot parks)
+SIGNAL_SLOT_FINISHED: Final = "slot_finished"  # slot job -> cron (only when the slot parks),
+# member job -> batch (every settlement)
 SIGNAL_PUBLISH: Final = "publish"  # worker -> handler registry (signal-with-start)
 SIGNAL_ACQUIRE: Final = "acquire"  # job -> concurrency limit / rate limit: a Permit/RateRequest
 SIGNAL_RELEASE_PERMIT: Final = "release"  # job -> concurrency limit / rate limit: a PermitRelease
@@ -60,6 +63,7 @@ UPDATE_RESUME: Final = "resume"  # job, cron
 UPDATE_TRIGGER: Final = "trigger"  # job, cron
 UPDATE_SCHEDULE: Final = "update"  # cron: change its expression, zone or overlap
 UPDATE_BACKFILL: Final = "backfill"  # cron: run the slots of a past range
+UPDATE_CANCEL: Final = "cancel"  # batch: cancel every unsettled member
 
 # -- search attributes (registered by the dev stack, compose and every test environment) ---------
 SA_JOB_STATUS: Final = "JobStatus"  # Keyword

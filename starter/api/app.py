@@ -12,8 +12,8 @@ from temporalio.client import Client
 from jobctl.connection.client import load_profile
 from jobctl.connection.codec import codec_from_env
 from jobctl.starter import board
-from jobctl.starter.api import codec as codec_routes
 from jobctl.starter.api import (
+    batches,
     crons,
     dlq,
     docs_page,
@@ -25,6 +25,7 @@ from jobctl.starter.api import (
     limits,
     openapi,
 )
+from jobctl.starter.api import codec as codec_routes
 from jobctl.starter.api.deps import ApiState, Backend
 
 DISTRIBUTION = "jobs-scheduler"  # pyproject.toml's [project] name: the version's one home
@@ -63,7 +64,7 @@ def create_app(
     )
     app.state.jobs = ApiState(backend=backend, codec=codec, task_queue=task_queue)
     errors.install(app)
-    for resource in (jobs, dlq, crons, handlers, limits, codec_routes, health):
+    for resource in (jobs, batches, dlq, crons, handlers, limits, codec_routes, health):
         app.include_router(resource.router)
     board.install(app, backend.client)  # GET / (the page) and GET /board (its data)
     openapi.install(app, bearer=bool(named))

@@ -58,6 +58,9 @@ class BatchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     jobs: list[Any] = Field(max_length=operations.MAX_BATCH)
+    # A named batch (docs/batches.md): {"id", "on_complete"?, "on_success"?}; then the
+    # request is all or nothing. Checked by operations.batch_check (every problem at once).
+    batch: Any = None
 
 
 Body = TypeVar("Body", bound=BaseModel)

@@ -32,6 +32,7 @@ from jobctl.starter.api.errors import (
     jobs_error,
 )
 from jobctl.starter.errors import JobsError
+from jobctl.starter.operations import batch_check, batches
 from jobctl.workflows.jobstatus import JobView
 from jobctl.workflows.models import CronReport, JobReport, JobSpec, JobStatus
 
@@ -101,7 +102,8 @@ BATCH_SCHEMA = {
             "type": "array",
             "maxItems": operations.MAX_BATCH,
             "items": JobSpec.model_json_schema(),
-        }
+        },
+        "batch": {"type": "object", "description": "a named batch (docs/batches.md)"},
     },
 }
 
@@ -109,12 +111,15 @@ BATCH_SCHEMA = {
 @router.post(
     "/jobs/batch",
     response_model=BatchResults,
-    responses=documented_body(),
+    responses={
+        201: {"model": batches.BatchScheduled, "description": "a named batch was started"},
+        **documented_body(409),
+    },
     openapi_extra={
         "requestBody": {"required": True, "content": {JSON_MEDIA_TYPE: {"schema": BATCH_SCHEMA}}}
     },
 )
-async def create_jobs(request: Request, state: State) -> BatchResults:
+async def create_jobs(request: Request, state: State) -> BatchResults | JSONResponse:
     """Schedule up to 1,000 jobs (``{"jobs": [spec, ...]}``); not all-or-nothing.
 
     Each spec is checked as ``POST /jobs`` checks it; the valid ones start, and the answer is
@@ -123,9 +128,16 @@ async def create_jobs(request: Request, state: State) -> BatchResults:
     ``POST /jobs`` would have answered for that spec). Only a request that is wrong as a
     whole (not JSON, no ``jobs`` list, over 1,000 specs) is refused as a whole, and then
     nothing starts. An empty list is 200 with no results.
+
+    With ``"batch": {"id", "on_complete"?, "on_success"?}`` the jobs form a batch
+    (docs/batches.md): all or nothing, 201 ``{"batch_id", "created", "total", "job_ids",
+    "callbacks", "next_run_at"}`` (200 with ``created: false`` for the identical request
+    again), 422 with every problem, 409 when the batch id or a callback id is taken.
     """
     body = await read_model(request, BatchBody)
     now = datetime.now(UTC)
+    if body.batch is not None:
+        return await _create_batch(state, body, now)
     checked = operations.check_batch(body.jobs, now)  # per-spec 422s even with Temporal down
     if any(isinstance(item, operations.Submission) for item in checked):
         backend = state.backend
@@ -135,6 +147,19 @@ async def create_jobs(request: Request, state: State) -> BatchResults:
     else:
         results = [operations.ItemResult(error=i) for i in checked if isinstance(i, JobsError)]
     return BatchResults(results=[await _batch_item(request, result) for result in results])
+
+
+async def _create_batch(state: Any, body: BatchBody, now: datetime) -> JSONResponse:
+    """A named batch: all or nothing (422 with every problem, 409 for a taken id)."""
+    checked = batch_check.check_batch_request(body.batch, body.jobs, now)
+    backend = state.backend
+    handlers = await backend.handlers(state.task_queue)
+    scheduled = await batches.start_batch(
+        await backend.client(), checked, handlers, state.task_queue
+    )
+    return JSONResponse(
+        scheduled.model_dump(mode="json"), status_code=201 if scheduled.created else 200
+    )
 
 
 async def _batch_item(

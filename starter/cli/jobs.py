@@ -10,6 +10,7 @@ import click
 
 from jobctl.connection import tracing
 from jobctl.starter import operations, render, strictjson
+from jobctl.starter.cli import batch
 from jobctl.starter.cli.common import (
     cli_actor,
     control,
@@ -39,6 +40,9 @@ from jobctl.workflows.models import JobStatus
     help="Schedule the specs of a JSON Lines file instead (one spec per line, at most "
     f"{operations.MAX_BATCH}; - reads stdin).",
 )
+@click.option("--batch", "batch_id", help="With --from-file: the jobs form this batch.")
+@click.option("--on-complete", help="With --batch: job spec (JSON or @file) run once all settled.")
+@click.option("--on-success", help="With --batch: job spec run once if every job is done.")
 @spec_options
 @json_option
 @click.pass_context
@@ -53,6 +57,9 @@ def schedule(
     cron: str | None,
     tz: str | None,
     from_file: BinaryIO | None,
+    batch_id: str | None,
+    on_complete: str | None,
+    on_success: str | None,
     as_json: bool,
     **fields: str | None,
 ) -> None:
@@ -64,7 +71,18 @@ def schedule(
             raise click.UsageError(
                 "--from-file takes the specs from the file: give no NAME or spec option"
             )
+        if batch_id is not None:
+            numbers, specs, bad = read_specs(from_file)
+            if bad:  # a batch is all or nothing: a line that is no JSON refuses it
+                problems = [(f"line {numbers[i]}", e.problems[0][1]) for i, e in bad.items()]
+                raise SpecError(problems)
+            batch.schedule_batch_file(specs, batch_id, on_complete, on_success, as_json)
+            return
+        if on_complete is not None or on_success is not None:
+            raise click.UsageError("--on-complete and --on-success need --batch")
         ctx.exit(schedule_file(from_file, as_json))
+    if batch_id is not None or on_complete is not None or on_success is not None:
+        raise click.UsageError("--batch, --on-complete and --on-success need --from-file")
     if name is None or handler is None:
         raise click.UsageError("give NAME and --handler (or --from-file)")
     raw = build_spec(name, handler, payload, at, in_, cron, tz, fields)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from jobctl.connection import tracing
-from jobctl.starter.cli import cron, dlq, handlers, jobs, limits, processes
+from jobctl.starter.cli import batch, cron, dlq, handlers, jobs, limits, processes
 from jobctl.starter.errors import JobsError, SpecError
 from jobctl.starter.process_exit import exit_now
 
@@ -30,6 +30,7 @@ for command in (
     cron.cron,
     cron.update,
     dlq.dlq,
+    batch.batch,
     handlers.handlers,
     limits.limits,
     processes.worker,

@@ -11,7 +11,7 @@ import builtins
 import os
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 from pydantic import BaseModel
 from temporalio.client import Client
@@ -21,8 +21,10 @@ from jobctl.connection.client import PROFILE_ENV, connect
 from jobctl.starter import operations
 from jobctl.starter.errors import SpecError
 from jobctl.starter.jobsclient.handle import JobHandle
-from jobctl.starter.operations import ItemResult, JobPage, JobRow
+from jobctl.starter.operations import ItemResult, JobPage, JobRow, batches
+from jobctl.starter.operations.batches import BatchScheduled
 from jobctl.workflows.models import JobSpec
+from jobctl.workflows.models.batch import BatchReport
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000  # as `jobctl list --limit`
@@ -185,12 +187,31 @@ class JobsClient:
             span.scheduled(scheduled)
         return JobHandle(self._client, scheduled.job_id, actor=self._actor, scheduled=scheduled)
 
+    @overload
     async def schedule_many(
         self,
         specs: Sequence[dict[str, Any] | JobSpec],
         *,
         handlers: Iterable[str] | None = None,
-    ) -> builtins.list[ItemResult]:
+        batch: None = None,
+    ) -> builtins.list[ItemResult]: ...
+
+    @overload
+    async def schedule_many(
+        self,
+        specs: Sequence[dict[str, Any] | JobSpec],
+        *,
+        handlers: Iterable[str] | None = None,
+        batch: Mapping[str, Any],
+    ) -> BatchScheduled: ...
+
+    async def schedule_many(
+        self,
+        specs: Sequence[dict[str, Any] | JobSpec],
+        *,
+        handlers: Iterable[str] | None = None,
+        batch: Mapping[str, Any] | None = None,
+    ) -> builtins.list[ItemResult] | BatchScheduled:
         """Schedule up to ``operations.MAX_BATCH`` (1,000) specs at once: one
         :class:`~starter.operations.ItemResult` per spec, in order (``item.ok``,
         ``item.scheduled.job_id``, ``item.error``: the typed error a single schedule would
@@ -200,17 +221,39 @@ class JobsClient:
         Lines of ``jobctl schedule --from-file``). ``handlers``: the names to accept (default
         None: what workers published).
 
+        With ``batch={"id": ..., "on_complete": spec, "on_success": spec}`` the specs form a
+        batch (docs/batches.md): all or nothing, answered by a ``BatchScheduled``
+        (``batch_id``, ``job_ids``, ``callbacks``, ``created``).
+
         Raises:
             SpecError: More than 1,000 specs, or ``specs`` not a list of specs (a string or
-                a dict, say): then nothing starts.
+                a dict, say): then nothing starts. With ``batch``: any problem anywhere.
+            JobExists: With ``batch``: the batch id (or a callback's id) is taken.
             TemporalUnavailable: The server cannot be reached.
         """
         if isinstance(specs, str | bytes | Mapping) or not isinstance(specs, Sequence):
             kind = type(specs).__name__
             raise SpecError([("specs", f"must be a list of job specs, not a {kind}")])
+        if batch is not None:
+            raw = [
+                s.model_dump(mode="json", exclude_unset=True) if isinstance(s, JobSpec) else s
+                for s in specs
+            ]
+            return await batches.schedule_batch(
+                self._client, dict(batch), raw, handlers, task_queue=self._task_queue
+            )
         return await operations.schedule_many(
             self._client, specs, handlers, task_queue=self._task_queue
         )
+
+    async def batch_status(self, batch_id: str) -> BatchReport:
+        """A batch's report (``jobctl batch status --json``). Raises JobNotFound."""
+        return await batches.batch_status(self._client, batch_id)
+
+    async def cancel_batch(self, batch_id: str, note: str | None = None) -> BatchReport:
+        """Cancel every unsettled member of a batch. Raises InvalidTransition once it has
+        completed."""
+        return await batches.cancel_batch(self._client, batch_id, note, self._actor)
 
     async def list_page(
         self,

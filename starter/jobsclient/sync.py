@@ -18,7 +18,7 @@ import asyncio
 import builtins
 import threading
 import weakref
-from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -29,7 +29,9 @@ from temporalio.client import Client
 from jobctl.starter.jobsclient.client import DEFAULT_PAGE_SIZE, JobsClient
 from jobctl.starter.jobsclient.handle import DEFAULT_POLL_INTERVAL, JobHandle
 from jobctl.starter.operations import ItemResult, JobPage, JobRow, Limits, Report
+from jobctl.starter.operations.batches import BatchScheduled
 from jobctl.workflows.models import JobSpec
+from jobctl.workflows.models.batch import BatchReport
 from jobctl.workflows.models.cron import BackfillAnswer
 
 T = TypeVar("T")
@@ -241,6 +243,24 @@ class SyncJobsClient:
     ) -> builtins.list[ItemResult]:
         """See :meth:`JobsClient.schedule_many`."""
         return self._runner.call(self._client.schedule_many(specs, handlers=handlers))
+
+    def schedule_batch(
+        self,
+        specs: Sequence[dict[str, Any] | JobSpec],
+        batch: Mapping[str, Any],
+        *,
+        handlers: Iterable[str] | None = None,
+    ) -> BatchScheduled:
+        """See :meth:`JobsClient.schedule_many` with ``batch``."""
+        return self._runner.call(self._client.schedule_many(specs, handlers=handlers, batch=batch))
+
+    def batch_status(self, batch_id: str) -> BatchReport:
+        """See :meth:`JobsClient.batch_status`."""
+        return self._runner.call(self._client.batch_status(batch_id))
+
+    def cancel_batch(self, batch_id: str, note: str | None = None) -> BatchReport:
+        """See :meth:`JobsClient.cancel_batch`."""
+        return self._runner.call(self._client.cancel_batch(batch_id, note))
 
     def list_page(
         self,
