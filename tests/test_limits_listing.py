@@ -5,6 +5,7 @@ recent starts or holders, and its waiting jobs; the same rows through every door
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -15,11 +16,13 @@ from typing import Any
 import httpx
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from jobctl.activities.registry import load_handlers
 from jobctl.starter import operations
 from jobctl.starter.api import create_app
 from jobctl.starter.jobsclient import JobsClient
+from jobctl.starter.operations.limits import LIMITER_TYPES
 from jobctl.workflows.models.ratelimit import rate_workflow_id
 from tests.helpers.cli import jobs_here_sync
 from tests.helpers.poll import eventually
@@ -32,8 +35,19 @@ HANDLERS = load_handlers("tests.handlers").names()
 
 @pytest.fixture
 async def worker(dev_client: Client, task_queue: str) -> AsyncIterator[str]:
+    await end_other_limiters(dev_client)
     async with running_worker(dev_client, task_queue):
         yield task_queue
+
+
+async def end_other_limiters(client: Client) -> None:
+    """The session's dev server still runs the limiters of earlier tests, whose workers are
+    gone: each would take the listing's whole query timeout to answer. They are not this
+    test's subject."""
+    query = f'{LIMITER_TYPES} AND ExecutionStatus = "Running"'
+    async for execution in client.list_workflows(query):
+        with contextlib.suppress(RPCError):
+            await client.get_workflow_handle(execution.id).terminate(reason="test isolation")
 
 
 async def submit(client: Client, queue: str, path: Path, **fields: Any) -> str:
