@@ -22,7 +22,9 @@ from jobctl.starter.operations import batches
 from tests.helpers.drills import DrillRow, Tally, add_row, read_records
 from tests.helpers.processes import Workers, cli_env
 
-pytestmark = [pytest.mark.devserver, pytest.mark.drill, pytest.mark.timeout(240)]
+# Alone (after the parallel pass): 500 members and two kills beside four other test files
+# took 156 s and loaded every timing test around it; by itself it takes ~77 s.
+pytestmark = [pytest.mark.devserver, pytest.mark.drill, pytest.mark.alone, pytest.mark.timeout(240)]
 
 HANDLERS = load_handlers("tests.handlers").names()
 COUNT = 500
