@@ -40,7 +40,10 @@ from tests.helpers.temporal import running_worker
 dev_server, dev_client = dev_server_fixtures("module")
 
 
-pytestmark = pytest.mark.devserver
+# Alone (after the parallel pass): beside four other files, the DLQ workflow's query under
+# rollovers overran the SDK's 2 s deadlock bound in 3 of 4 runs on 2026-12-07 (an open defect
+# of the DLQ workflow on a busy machine, not hidden by this: the test checks behaviour).
+pytestmark = [pytest.mark.devserver, pytest.mark.alone]
 
 POISON_ONCE = json.dumps({"seconds": 0, "fail_times": 1, "permanent": True})
 
