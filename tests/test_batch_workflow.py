@@ -3,12 +3,12 @@ and hostile messages (docs/batches.md)."""
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import uuid
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
@@ -59,11 +59,11 @@ async def start(
 
 async def settled(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any]) -> Any:
     async with env.time_skipping_unlocked():  # type: ignore[attr-defined]
-        for _ in range(2):
-            # Once in a loaded CI run the SDK's history poll came back without the close event
-            # ("No completion event found"); the workflow had settled: ask again.
-            with contextlib.suppress(RuntimeError):
-                return await handle.result()
+        # Under load the SDK's history poll came back without the close event ("No completion
+        # event found"), three times running: wait for the close by describe, then read it.
+        async with asyncio.timeout(60):
+            while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                await asyncio.sleep(0.2)
         return await handle.result()
 
 
