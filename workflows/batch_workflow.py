@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     import jobctl.workflows.inbox as inbox
     from jobctl.workflows import names
     from jobctl.workflows.job_rules import start_search_attributes
-    from jobctl.workflows.models import ControlRequest, JobStatus
+    from jobctl.workflows.models import ControlRequest, JobSpec, JobStatus
     from jobctl.workflows.models.batch import (
         NOT_STARTED,
         BatchCallback,
@@ -132,19 +132,7 @@ class BatchWorkflow:
         # Counted as started before the start returns: its report may come in the same
         # activation as the start's answer, and must not be taken for a forged one.
         self.state.started += 1
-        try:
-            await workflow.start_child_workflow(
-                names.JOB_WORKFLOW,
-                raw,
-                id=spec.id,
-                task_queue=workflow.info().task_queue,
-                parent_close_policy=ParentClosePolicy.ABANDON,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                search_attributes=start_search_attributes(spec, JobStatus.SCHEDULED),
-                static_summary=job_summary(spec),
-                static_details=job_details(spec, f"member of batch {self.batch_id}"),
-            )
-        except WorkflowAlreadyStartedError:
+        if not await self._start_job(raw, spec, f"member of batch {self.batch_id}"):
             workflow.logger.warning("batch %s: member id %s is taken", self.batch_id, spec.id)
             rules.settle(self.state, spec.id, NOT_STARTED)
             self.changed += 1
@@ -188,6 +176,15 @@ class BatchWorkflow:
             workflow.logger.error("batch %s: %s is invalid: %s", self.batch_id, name, err)
             record.state = "invalid"
             return
+        if await self._start_job(raw, spec, f"{name} callback of batch {self.batch_id}"):
+            record.state = "started"
+            record.started_at = workflow.now()
+        else:
+            workflow.logger.error("batch %s: %s id %s is taken", self.batch_id, name, spec.id)
+            record.state = "id_taken"
+
+    async def _start_job(self, raw: dict[str, Any], spec: JobSpec, role: str) -> bool:
+        """Start a member or callback as a JobWorkflow child; False if its id is taken."""
         try:
             await workflow.start_child_workflow(
                 names.JOB_WORKFLOW,
@@ -198,13 +195,11 @@ class BatchWorkflow:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=start_search_attributes(spec, JobStatus.SCHEDULED),
                 static_summary=job_summary(spec),
-                static_details=job_details(spec, f"{name} callback of batch {self.batch_id}"),
+                static_details=job_details(spec, role),
             )
-            record.state = "started"
-            record.started_at = workflow.now()
         except WorkflowAlreadyStartedError:
-            workflow.logger.error("batch %s: %s id %s is taken", self.batch_id, name, spec.id)
-            record.state = "id_taken"
+            return False
+        return True
 
     # -- continue-as-new -------------------------------------------------------------------------
 
