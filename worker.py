@@ -80,6 +80,7 @@ from jobctl.workflows import inbox, names
 from jobctl.workflows.batch_workflow import BatchWorkflow
 from jobctl.workflows.concurrency_workflow import ConcurrencyLimitWorkflow
 from jobctl.workflows.cron_workflow import CronJobWorkflow
+from jobctl.workflows.dependency_calls import cancel_own_job, read_job_outcomes
 from jobctl.workflows.dlq_workflow import DeadLetterQueueWorkflow
 from jobctl.workflows.durations import parse_duration
 from jobctl.workflows.job_workflow import JobWorkflow
@@ -235,9 +236,10 @@ def build_worker(
     )
     alerts = AlertActivities(notifier_from_env())
     runs_workflows = settings.role != "activities"
-    # A local activity runs in the workflow's own worker: read_attempt_log (a job's cancel
-    # path) goes with the workflows.
-    activities: list[Callable[..., Any]] = [read_attempt_log] if runs_workflows else []
+    # A local activity runs in the workflow's own worker: a job's (its cancel path, its
+    # dependencies) go with the workflows.
+    local: list[Callable[..., Any]] = [read_attempt_log, read_job_outcomes, cancel_own_job]
+    activities: list[Callable[..., Any]] = local if runs_workflows else []
     if settings.role != "workflows":
         # Attempts wait on their handler's queue (activities/job_worker.py), not here.
         activities += [park_in_dlq, alerts.notify_dead_jobs]

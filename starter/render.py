@@ -107,6 +107,8 @@ def report_text(report: JobReport, now: datetime | None = None) -> str:
         time_line(report, now),
         f"key:     {report.idempotency_key}",
     ]
+    if getattr(report, "after", None):
+        lines.append("after:   " + ", ".join(f"{i} ({s})" for i, s in report.after.items()))
     if report.last_error:
         lines.append(f"error:   {report.last_error}")
     if report.attempts:

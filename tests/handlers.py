@@ -219,3 +219,12 @@ def echo(ctx: JobContext) -> dict[str, Any]:
             },
         )
     return dict(ctx.payload)
+
+
+@handler("test.fails_once")
+def fails_once(ctx: JobContext) -> dict[str, Any]:
+    """Fails for good on the job's first attempt, succeeds on any later one (after a requeue:
+    attempt numbers count across rounds)."""
+    if ctx.attempt == 1:
+        raise PermanentError("the first attempt fails for good")
+    return {"attempt": ctx.attempt}

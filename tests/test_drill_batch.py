@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from jobctl.activities.registry import load_handlers
+from jobctl.starter import operations
 from jobctl.starter.dev.devserver import DevServer
 from jobctl.starter.operations import batches
 from tests.helpers.drills import DrillRow, Tally, add_row, read_records
@@ -111,3 +112,63 @@ async def test_drill_batch_callback_exactly_once_through_worker_and_server_kills
     assert report.callbacks["on_complete"].state == "started"
     assert report.generation >= 1  # the counts crossed continue-as-new
     assert tally.lost(ids) == 0
+
+
+async def test_drill_a_chain_of_three_runs_in_order_through_a_worker_kill(tmp_path: Path) -> None:
+    """A -> B -> C (``after``), each a 3 s handler; the worker is SIGKILLed while B runs. B runs
+    again on the next worker (its lease), and C starts only after B's run that finished."""
+    queue = f"chain-drill-{uuid.uuid4().hex[:6]}"
+    records = tmp_path / "records.jsonl"
+    server = DevServer(db_file=tmp_path / "temporal.db")
+    client = await server.start()
+    workers = Workers(cli_env(server.address, queue), tmp_path)
+    tag = uuid.uuid4().hex[:6]
+    a, b, c = f"chain-{tag}-a", f"chain-{tag}-b", f"chain-{tag}-c"
+    step = {
+        "name": "step",
+        "handler": "test.record",
+        "delay": 0,
+        "lease": 3,
+        "payload": {"path": str(records), "seconds": 3},
+    }
+    chain = [{**step, "id": a}, {**step, "id": b, "after": [a]}, {**step, "id": c, "after": [b]}]
+    started = time.monotonic()
+    try:
+        doomed = workers.start()
+        results = await operations.schedule_many(client, chain, HANDLERS, task_queue=queue)
+        assert all(result.ok for result in results), [r.problems() for r in results]
+
+        def began(key: str) -> bool:
+            return any(r["key"] == key and r["event"] == "start" for r in read_records(records))
+
+        await wait_until(lambda: began(b), "B started")
+        os.killpg(doomed.pid, signal.SIGKILL)
+        doomed.wait()
+        workers.start()
+        await wait_until(lambda: Tally.of(read_records(records)).dones[c] == 1, "C done")
+        reports = [await operations.status(client, job_id) for job_id in (a, b, c)]
+    finally:
+        workers.stop_all()
+        server.stop()
+    lines = read_records(records)
+    tally = Tally.of(lines)
+
+    def at(key: str, event: str) -> list[float]:
+        return [r["at"] for r in lines if r["key"] == key and r["event"] == event]
+
+    add_row(
+        DrillRow(
+            "chain of 3 (after) through a worker SIGKILL",
+            3,
+            tally.lost({a, b, c}),
+            sum(1 for key in (a, c) if tally.starts[key] > 1),
+            None,
+            f"B started {tally.starts[b]} times (the kill cut one); "
+            f"{time.monotonic() - started:.0f}s",
+        )
+    )
+    assert [r.status for r in reports] == ["done"] * 3
+    assert tally.dones == {a: 1, b: 1, c: 1} and tally.starts[a] == tally.starts[c] == 1
+    assert tally.starts[b] == 2  # the run the kill cut, and the one that finished
+    assert min(at(b, "start")) >= at(a, "done")[0]
+    assert at(c, "start")[0] >= at(b, "done")[0]

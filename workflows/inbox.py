@@ -49,6 +49,7 @@ from jobctl.workflows.models import (
     check_job_id,
     is_job_id,
 )
+from jobctl.workflows.models.job import DependencyWatch
 from jobctl.workflows.models.registry import MAX_SCHEMA, MAX_SCHEMAS
 from jobctl.workflows.textclip import ellipsize
 
@@ -77,6 +78,7 @@ DEAD_ENTRY_ARG: TypeAdapter[DeadEntry] = TypeAdapter(DeadEntry)
 JOB_RELEASED_ARG: TypeAdapter[JobRelease] = TypeAdapter(JobRelease)
 SLOT_FINISHED_ARG: TypeAdapter[SlotFinished] = TypeAdapter(SlotFinished)
 WORKER_HANDLERS_ARG: TypeAdapter[WorkerHandlers] = TypeAdapter(WorkerHandlers)
+WATCH_ARG: TypeAdapter[DependencyWatch] = TypeAdapter(DependencyWatch)
 # What each workflow is started with.
 JOB_START: TypeAdapter[JobSpec] = TypeAdapter(JobSpec)
 CRON_START: TypeAdapter[CronInput] = TypeAdapter(CronInput)

@@ -163,6 +163,7 @@ def job_report(spec: JobSpec, state: JobState) -> JobReport:
         idempotency_key=spec.key,
         parked_at=state.parked_at,
         waiting_for=state.waiting_for,
+        after=dict(state.dependencies) or dict.fromkeys(spec.after, "waiting"),
         audit=list(state.audit),
         **spec.scheduling(),
     )

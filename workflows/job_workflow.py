@@ -10,11 +10,10 @@ Visibility carries ``JobStatus`` only where a listing must filter on it (:func:`
 ``scheduled`` from the start, ``paused``, ``dead`` and ``discarded``. Running, done and
 cancelled are Temporal's own state (a started pending activity, the execution status).
 
-One class, in sections: the run loop and the attempts; the state and how it shows
-(visibility, the UI's details, the audit trail); a rate key's start and a
-concurrency key's permit; the dead-letter
-path; the query, updates and signals. Its decisions are pure functions in
-:mod:`workflows.job_rules` and :mod:`workflows.job_text`, tested without a server.
+One class, in sections: the run loop and the attempts; the state and how it shows; a rate
+key's start and a concurrency key's permit; the jobs it runs after; the dead-letter path; the
+query, updates and signals. Its decisions are pure functions (:mod:`workflows.job_rules`,
+:mod:`workflows.job_text`, :mod:`workflows.dependency_rules`), tested without a server.
 """
 
 from __future__ import annotations
@@ -31,19 +30,20 @@ from temporalio.common import Priority, RawValue
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
-    FailureError,
     is_cancelled_exception,
 )
 
 with workflow.unsafe.imports_passed_through():
+    import jobctl.workflows.dependency_calls as dependency_calls
+    import jobctl.workflows.dependency_rules as dependency_rules
     import jobctl.workflows.inbox as inbox
+    import jobctl.workflows.job_signals as job_signals
     import jobctl.workflows.job_text as job_text
     import jobctl.workflows.jobstatus as js
     import jobctl.workflows.limiter_calls as limiter_calls
     from jobctl.workflows import controls, names
     from jobctl.workflows.durations import format_duration
     from jobctl.workflows.job_rules import (
-        DLQ_RETRY,
         LOST_LEASE,
         LOST_LEASE_TYPE,
         READ_LOG_RETRY,
@@ -72,7 +72,6 @@ with workflow.unsafe.imports_passed_through():
         ControlRequest,
         DeadEntry,
         HeartbeatState,
-        JobRelease,
         JobReport,
         JobSpec,
         JobState,
@@ -81,7 +80,6 @@ with workflow.unsafe.imports_passed_through():
         ReleaseRequest,
         RunJobInput,
         RunJobResult,
-        SlotFinished,
         append_audit,
     )
     from jobctl.workflows.models.concurrency import PermitGrant, concurrency_workflow_id
@@ -123,6 +121,7 @@ class JobWorkflow:
         self._ensure_search_attributes()
         self._show()
         try:
+            await self._await_dependencies()
             outcome: Outcome = "withdrawn"
             while outcome == "withdrawn":  # paused while dispatched: wait again
                 await self._wait_until_due()
@@ -135,10 +134,10 @@ class JobWorkflow:
             if is_cancelled_exception(err):
                 self._note_cancellation(self.state.cancel_detail)
                 self._set_status(JobStatus.CANCELLED)
-                await self._tell_parent()
+                await job_signals.tell_settled(self.spec, self.state)
             raise
         self._set_status(JobStatus.DONE)
-        await self._tell_parent()
+        await job_signals.tell_settled(self.spec, self.state)
         # A handler may still be answering the DLQ about an ignored request.
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.report()
@@ -497,6 +496,63 @@ class JobWorkflow:
             return None
         return grant
 
+    # -- the jobs it runs after (workflows/dependency_calls.py) -----------------------------
+    async def _await_dependencies(self) -> None:
+        """Wait until the jobs in ``after`` let this one run (workflows/dependency_rules.py);
+        under the ``cancel`` policy a failed one cancels this job."""
+        spec, state = self.spec, self.state
+        asked: set[str] = set()
+        tries, since = 0, workflow.now()
+        while spec.after:
+            if workflow.now() - since > dependency_rules.MISSING_AFTER:
+                dependency_rules.give_up_on_unstarted(state.dependencies)
+            await dependency_calls.ask(spec.after, state.dependencies, asked, spec.id)
+            decision = dependency_calls.decide(spec, state.dependencies)
+            if decision.action == "run":
+                self._wait_text(None)
+                return
+            if decision.action == "cancel" and not state.cancel_noted:
+                # As a person's cancel would (Temporal's status too): it ends the wait below.
+                self._audit(
+                    "cancel", ControlRequest(actor=names.DEPENDENCY_ACTOR, note=decision.text)
+                )
+                state.cancel_noted = True
+                await dependency_calls.cancel_self()
+            self._wait_text(decision.text)
+            unstarted = dependency_rules.NOT_STARTED in state.dependencies.values()
+            timeout = timedelta(seconds=dependency_rules.backoff(tries)) if unstarted else None
+            tries, seen = tries + unstarted, state.controls_seen
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    self._controls_changed_since(seen),
+                    timeout=timeout,
+                    timeout_summary="ask again for the jobs it runs after",
+                )
+
+    @workflow.signal(name=names.SIGNAL_WATCH)
+    async def watch(self, *args: Any) -> None:
+        """A job that runs after this one asks to be told when this one settles."""
+        try:
+            watcher = dependency_calls.accept_watch(args, self.state.watchers)
+        except inbox.Invalid as err:
+            self._reject(str(err), args[0] if len(args) == 1 else None)
+            return
+        status = self.state.status
+        if status in (JobStatus.DONE, JobStatus.DEAD, JobStatus.CANCELLED):
+            await dependency_calls.tell([watcher], self.spec.id, status)  # settled already
+
+    @workflow.signal(name=names.SIGNAL_DEPENDENCY_SETTLED)
+    def dependency_settled(self, *args: Any) -> None:
+        """A job this one runs after tells how it settled."""
+        try:
+            job_id, status = dependency_calls.accept_settled(args, self.spec.after)
+        except inbox.Invalid as err:
+            self._reject(str(err), args[0] if len(args) == 1 else None)
+            return
+        self.state.dependencies[job_id] = status
+        self.state.controls_seen += 1
+        self._show()
+
     # -- the dead-letter path -------------------------------------------------------------
     async def _park(self) -> None:
         """Dead: say so in visibility and the memo, then index it in the DLQ (which alerts)."""
@@ -512,13 +568,8 @@ class JobWorkflow:
             round=self.state.round,
         )
         workflow.upsert_memo({names.MEMO_DLQ: entry.model_dump(mode="json")})
-        summary = f"park in the dead-letter queue after {entry.attempts} attempt(s)"
-        try:  # the DLQ runs (every park but the first): one signal
-            dlq = workflow.get_external_workflow_handle(names.DLQ_WORKFLOW_ID)
-            await dlq.signal(names.SIGNAL_PARK, entry)
-        except FailureError:  # no DLQ yet (or it was terminated): signal-with-start it
-            await self._tell_dlq(entry, summary)
-        await self._tell_parent()
+        await job_signals.park(entry)
+        await job_signals.tell_settled(self.spec, self.state)
 
     async def _await_release(self) -> None:
         """Wait, parked, for a requeue or discard and apply it: a requeue returns with the next
@@ -530,7 +581,7 @@ class JobWorkflow:
         assert action is not None
         workflow.upsert_memo({names.MEMO_DLQ: None})
         self.state.parked_at = None
-        await self._report_release(action, applied=True)
+        await job_signals.report_release(self.spec, self.state, action, applied=True)
         if action == "discard":
             self._list(JobStatus.DISCARDED)  # the run ends Failed: listings tell it by this
             self._show(JobStatus.DISCARDED)
@@ -542,57 +593,6 @@ class JobWorkflow:
             )
         self.state.round += 1
         self.state.release_request = None
-
-    async def _tell_parent(self) -> None:
-        """A cron's slot job reports how it settled (done, dead, cancelled) to its cron: by
-        signal, unless the cron reads it from the child's completion (memo ``slot_end``); a
-        parked job is still open, so its park, and its end after one, are signalled anyway."""
-        parent = workflow.info().parent
-        if parent is None:
-            return
-        slot_end = workflow.memo_value(names.MEMO_SLOT_END, None)
-        by_completion = slot_end == names.SLOT_END_BY_COMPLETION
-        state = self.state
-        parked = state.status == JobStatus.DEAD or state.parked_at is not None or state.round > 1
-        if by_completion and not parked:
-            return
-        report = SlotFinished(job_id=self.spec.id, status=state.status)
-        try:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                names.SIGNAL_SLOT_FINISHED, report
-            )
-        except FailureError:  # the cron is gone (cancelled or finished): nobody to tell
-            workflow.logger.info("cron %s is gone; not reporting %s", parent.workflow_id, report)
-
-    async def _report_release(self, action: Release, applied: bool) -> None:
-        """Tell the DLQ what a requeue or discard did (the index and log follow the job)."""
-        by = self.state.release_by if applied else ControlRequest()
-        release = JobRelease(
-            job_id=self.spec.id,
-            action=action,
-            applied=applied,
-            status=self.state.status,
-            round=self.state.round,
-            actor=by.actor,
-            note=by.note,
-        )
-        outcome = "applied" if applied else f"ignored (job is {self.state.status})"
-        try:  # one signal; a DLQ that is not running has no index or log to update
-            await workflow.get_external_workflow_handle(names.DLQ_WORKFLOW_ID).signal(
-                names.SIGNAL_JOB_RELEASED, release
-            )
-        except FailureError:
-            workflow.logger.info("no dead-letter queue running; %s %s not logged", action, outcome)
-
-    async def _tell_dlq(self, entry: DeadEntry, summary: str) -> None:
-        """Park in a DLQ that is not running: an activity signals-with-start it."""
-        await workflow.execute_activity(
-            names.PARK_IN_DLQ,
-            entry,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=DLQ_RETRY,
-            summary=summary,
-        )
 
     async def _release(self, action: Release, args: tuple[Any, ...]) -> None:
         """A requeue or discard sent to the job (by a person, or forwarded by the DLQ): taken
@@ -614,7 +614,7 @@ class JobWorkflow:
         # A no-op. A request forwarded by the DLQ gets an answer so the DLQ's log says it.
         workflow.logger.warning("%s ignored: job %s is %s", action, self.spec.id, self.state.status)
         if from_dlq:
-            await self._report_release(action, applied=False)
+            await job_signals.report_release(self.spec, self.state, action, applied=False)
 
     # -- controls: query, updates, signals ------------------------------------------------
     @workflow.query(name=names.QUERY_STATUS)

@@ -32,6 +32,9 @@ RUN_JOB: Final = "run_job"
 PARK_IN_DLQ: Final = "park_in_dlq"
 NOTIFY_DEAD_JOBS: Final = "notify_dead_jobs"
 READ_ATTEMPT_LOG: Final = "read_attempt_log"  # a local activity of JobWorkflow
+READ_JOB_OUTCOMES: Final = "read_job_outcomes"  # a local activity of JobWorkflow (after)
+CANCEL_OWN_JOB: Final = "cancel_own_job"  # a local activity of JobWorkflow (after)
+DEPENDENCY_ACTOR: Final = "after"  # who cancels a job whose dependency failed (audit)
 
 # -- signals -------------------------------------------------------------------------------------
 SIGNAL_CANCEL_REQUESTED: Final = "cancel_requested"  # job, cron
@@ -46,6 +49,8 @@ SIGNAL_ACQUIRE: Final = "acquire"  # job -> concurrency limit / rate limit: a Pe
 SIGNAL_RELEASE_PERMIT: Final = "release"  # job -> concurrency limit / rate limit: a PermitRelease
 SIGNAL_RATE_GRANTED: Final = "rate_granted"  # rate limit -> job: a RateGrant
 SIGNAL_PERMIT_GRANTED: Final = "permit_granted"  # concurrency limit -> job: a PermitGrant
+SIGNAL_WATCH: Final = "watch"  # job -> a job it runs after: a DependencyWatch
+SIGNAL_DEPENDENCY_SETTLED: Final = "dependency_settled"  # job -> its watchers: a SlotFinished
 
 # -- queries -------------------------------------------------------------------------------------
 QUERY_STATUS: Final = "status"  # job, cron

@@ -39,6 +39,12 @@ SPEC_FLAGS = [
     ("--max-runs", "max_runs", "Cron: done after this many slots have run."),
     ("--dst-gap", "dst_gap", "Cron: a time a DST change skips: shift (default) | skip."),
     ("--dst-repeat", "dst_repeat", "Cron: a time a DST change repeats: first | last | both."),
+    ("--after", "after", "Run once these jobs are done (ids, comma-separated)."),
+    (
+        "--on-failed-dependency",
+        "on_failed_dependency",
+        "If one of --after goes dead or is cancelled: cancel (default) | run | wait.",
+    ),
 ]
 
 
@@ -79,6 +85,8 @@ NUMBER_FLAGS: dict[str, type[int] | type[float]] = {
 
 
 def flag_value(field: str, text: str) -> Any:
+    if field == "after":  # job ids hold no commas
+        return [job_id.strip() for job_id in text.split(",") if job_id.strip()]
     kind = NUMBER_FLAGS.get(field)
     if kind is None:
         return text

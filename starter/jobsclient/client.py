@@ -164,7 +164,8 @@ class JobsClient:
             tz: ``timezone``: the IANA zone of ``cron`` (default None: ``UTC``).
             spec_fields: Any other spec field by its name: ``id``, ``max_attempts``,
                 ``backoff_base``, ``backoff_max``, ``jitter``, ``lease``, ``timeout``,
-                ``idempotency_key``, ``dispatch_lead``, and for crons ``overlap``,
+                ``idempotency_key``, ``dispatch_lead``, ``after`` (job ids) and
+                ``on_failed_dependency``, and for crons ``overlap``,
                 ``catchup_window``, ``schedule_jitter`` (durations as for ``in_``). None
                 leaves a field at its default.
 

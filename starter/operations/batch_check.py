@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from jobctl.starter.errors import SpecError
+from jobctl.starter.operations.dependencies import cycles
 from jobctl.starter.operations.validation import check_handler, fingerprint, submission
 from jobctl.workflows import batch_rules
 from jobctl.workflows.models import MAX_PAYLOAD_BYTES, JobSpec
@@ -85,6 +86,10 @@ def check_batch_request(batch: Any, specs: Any, now: datetime) -> CheckedBatch:
     members = _members(specs, batch_id, now, problems)
     callbacks = _callbacks(batch, batch_id, now, problems)
     ids = {spec.id for spec in members}
+    looped = cycles(members)
+    for index, spec in enumerate(members):
+        if spec.id in looped:
+            problems.append((f"jobs[{index}].after", looped[spec.id]))
     for name, callback in callbacks.items():
         if callback.job_id in ids:
             problems.append((f"batch.{name}.id", f"{callback.job_id!r} is also a member's id"))

@@ -35,6 +35,7 @@ from jobctl.starter.operations.batch_check import (
     check_batch_handlers,
     check_batch_request,
 )
+from jobctl.starter.operations.dependencies import check_members_after
 from jobctl.starter.operations.handlers import known_handlers
 from jobctl.starter.operations.rpc import QUERY_TIMEOUT, temporal_errors
 from jobctl.starter.operations.validation import control_request
@@ -98,6 +99,7 @@ async def start_batch(
     async with temporal_errors():
         try:
             await _check_callback_ids(client, checked)
+            await check_members_after(client, checked.members, set(ids))
             await client.start_workflow(
                 names.BATCH_WORKFLOW,
                 start,

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import Client
 
 from jobctl.starter.errors import JobsError, SpecError, TemporalUnavailable
+from jobctl.starter.operations.dependencies import cycles, levels
 from jobctl.starter.operations.handlers import as_catalog, known_handlers
 from jobctl.starter.operations.starting import Scheduled, schedule
 from jobctl.starter.operations.validation import Submission, submission
@@ -108,49 +109,95 @@ async def start_checked(
     task_queue: str | None = None,
 ) -> list[ItemResult]:
     """Start the submissions of :func:`check_batch` (errors pass through), at most
-    :data:`CONCURRENCY` at a time; the server is asked nothing when none is valid."""
+    :data:`CONCURRENCY` at a time; the server is asked nothing when none is valid. A spec
+    whose ``after`` names others of the request starts once they have (waves), and not at
+    all if one of them did not; specs that name each other in a cycle start none."""
     results = [ItemResult(error=item) if isinstance(item, JobsError) else None for item in checked]
-    by_id: dict[str, list[int]] = {}
-    for index, item in enumerate(checked):
-        if isinstance(item, Submission):
-            by_id.setdefault(item.spec.id, []).append(index)
-    if not by_id:
+    valid = _refuse_cycles(checked, results)
+    if not valid:
         return [result for result in results if result is not None]
     known = (
         as_catalog(handlers) if handlers is not None else await known_handlers(client, task_queue)
     )
-    gate = asyncio.Semaphore(CONCURRENCY)
-    # Once a start finds the server unreachable, the items not yet started get that answer
-    # at once: a batch with Temporal down answers within one start's bound, as one job does.
-    down: list[TemporalUnavailable] = []
-
-    async def same_id(indices: list[int]) -> None:
-        for index in indices:  # one after the other: the first of an id is the one created
-            item = checked[index]
-            assert isinstance(item, Submission)
-            async with gate:
-                if down:
-                    results[index] = ItemResult(error=down[0])
-                    continue
-                results[index] = result = await _start_one(client, item, known, now, task_queue)
-                if isinstance(result.error, TemporalUnavailable):
-                    down.append(result.error)
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            for indices in by_id.values():
-                group.create_task(same_id(indices))
-    except ExceptionGroup as failed:  # a bug, not a refusal: raise it as itself
-        raise failed.exceptions[0] from failed
+    siblings = {item.spec.id for item in checked if isinstance(item, Submission)}
+    started: set[str] = set()
+    starter = _Starter(client, checked, results, known, now, task_queue, siblings)
+    for wave in levels([item.spec for _, item in valid]):
+        by_id: dict[str, list[int]] = {}
+        for index, item in (valid[w] for w in wave):
+            missed = [d for d in item.spec.after if d in siblings and d not in started]
+            if missed:
+                reason = f"{missed[0]!r} of the same request was not scheduled"
+                results[index] = ItemResult(error=SpecError([("after", reason)]))
+                continue
+            by_id.setdefault(item.spec.id, []).append(index)
+        await starter.wave(by_id)
+        started |= {r.scheduled.job_id for r in results if r is not None and r.scheduled}
     return [result for result in results if result is not None]
 
 
-async def _start_one(
-    client: Client, item: Submission, known: set[str], now: datetime, task_queue: str | None
-) -> ItemResult:
+def _refuse_cycles(
+    checked: Sequence[Checked], results: list[ItemResult | None]
+) -> list[tuple[int, Submission]]:
+    """The valid submissions with their indices; those in an ``after`` cycle get its error."""
+    valid = [(index, item) for index, item in enumerate(checked) if isinstance(item, Submission)]
+    looped = cycles([item.spec for _, item in valid])
+    for index, item in valid:
+        if item.spec.id in looped:
+            results[index] = ItemResult(error=SpecError([("after", looped[item.spec.id])]))
+    return [(index, item) for index, item in valid if results[index] is None]
+
+
+@dataclass
+class _Starter:
+    """Starts a wave's submissions, one id's after another's in order, CONCURRENCY at once."""
+
+    client: Client
+    checked: Sequence[Checked]
+    results: list[ItemResult | None]
+    known: set[str]
+    now: datetime
+    task_queue: str | None
+    siblings: set[str]
+    gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CONCURRENCY))
+    # Once a start finds the server unreachable, the items not yet started get that answer
+    # at once: a batch with Temporal down answers within one start's bound, as one job does.
+    down: list[TemporalUnavailable] = field(default_factory=list)
+
+    async def wave(self, by_id: dict[str, list[int]]) -> None:
+        try:
+            async with asyncio.TaskGroup() as group:
+                for indices in by_id.values():
+                    group.create_task(self.same_id(indices))
+        except ExceptionGroup as failed:  # a bug, not a refusal: raise it as itself
+            raise failed.exceptions[0] from failed
+
+    async def same_id(self, indices: list[int]) -> None:
+        for index in indices:  # one after the other: the first of an id is the one created
+            item = self.checked[index]
+            assert isinstance(item, Submission)
+            async with self.gate:
+                if self.down:
+                    self.results[index] = ItemResult(error=self.down[0])
+                    continue
+                result = await _start_one(self, item)
+                self.results[index] = result
+                if isinstance(result.error, TemporalUnavailable):
+                    self.down.append(result.error)
+
+
+async def _start_one(starter: _Starter, item: Submission) -> ItemResult:
     """The single schedule itself, for a parsed submission (not parsed again): the handler
-    checks, then the start."""
+    and ``after`` checks, then the start."""
     try:
-        return ItemResult(scheduled=await schedule(client, item, known, now, task_queue))
+        scheduled = await schedule(
+            starter.client,
+            item,
+            starter.known,
+            starter.now,
+            starter.task_queue,
+            siblings=starter.siblings,
+        )
     except JobsError as err:
         return ItemResult(error=err)
+    return ItemResult(scheduled=scheduled)

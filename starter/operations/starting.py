@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +24,7 @@ from temporalio.service import RPCError
 from jobctl.connection import build
 from jobctl.connection.client import task_queue as default_task_queue
 from jobctl.starter.errors import JobExists, SpecError
+from jobctl.starter.operations.dependencies import check_after
 from jobctl.starter.operations.handler_watch import schedule_warnings
 from jobctl.starter.operations.handlers import HandlerCatalog, known_handlers
 from jobctl.starter.operations.rpc import temporal_errors
@@ -71,20 +72,23 @@ async def schedule(
     handlers: Iterable[str] | None = None,
     now: datetime | None = None,
     task_queue: str | None = None,
+    siblings: Collection[str] = (),
 ) -> Scheduled:
     """Validate and start a job. Nothing starts if anything is wrong.
 
     ``data`` is what the caller sent, or the :class:`~.validation.Submission` it already
     parsed (then it is not parsed again). ``handlers`` defaults to
     :func:`~.handlers.known_handlers`. ``now`` (default: this machine's clock) anchors
-    ``delay``; tests pass the server's time. ``task_queue`` None is ``JOBS_TASK_QUEUE``. See
-    :func:`start` for ids and retries.
+    ``delay``; tests pass the server's time. ``task_queue`` None is ``JOBS_TASK_QUEUE``.
+    ``after`` must name existing jobs, or ``siblings`` (ids of the same request's other jobs).
+    See :func:`start` for ids and retries.
     """
     now = now or datetime.now(UTC)
     checked = submission(data, now)  # every spec problem, before asking the server anything
     queue = task_queue or default_task_queue()
     known = handlers if handlers is not None else await known_handlers(client, queue)
     check_handler(checked.spec.handler, known, checked.spec.payload)
+    await check_after(client, checked.spec, siblings)
     scheduled = await start(client, checked.spec, now, checked.request, queue)
     if isinstance(known, HandlerCatalog) and known.advisory:
         scheduled.warnings = await schedule_warnings(client, queue, checked.spec, known)

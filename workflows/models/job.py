@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobctl.workflows.models.attempts import AttemptRecord
 from jobctl.workflows.models.audit import AuditEntry, ControlRequest
@@ -31,6 +31,9 @@ class JobReport(SchedulingReport):
     idempotency_key: str
     parked_at: datetime | None = None  # when it last went dead
     waiting_for: str | None = None  # "waiting for rate limit of key K, earliest start ..."
+    # Each job this one runs after, and how it stands as last heard: waiting, done, dead,
+    # cancelled, discarded, not started (issue 44).
+    after: dict[str, str] = Field(default_factory=dict)
     # Live state filled in from Temporal's describe by the client, not by the workflow.
     next_attempt_at: datetime | None = None
     last_heartbeat_at: datetime | None = None
@@ -61,3 +64,15 @@ class JobState(BaseModel):
     cancel_noted: bool = False  # the cancel_requested signal recorded who and why
     cancel_detail: str | None = None  # how a cancel met the running attempt
     waiting_for: str | None = None  # a rate limit's start or a concurrency permit, in words
+    # The jobs named in ``after``, as last heard (workflows/dependency_rules.py); the jobs
+    # that wait for this one, told whenever it settles (done, dead, cancelled).
+    dependencies: dict[str, str] = Field(default_factory=dict)
+    watchers: list[str] = Field(default_factory=list)
+
+
+class DependencyWatch(BaseModel):
+    """A job asking a job it runs after to tell it when it settles (``watch``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str = Field(min_length=1, max_length=200)

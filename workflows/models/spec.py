@@ -76,6 +76,9 @@ def check_json_tree(value: Any) -> None:
 
 
 Overlap = Literal["skip", "buffer_one", "allow_all", "cancel_other"]
+# What a job does when a job it runs after goes dead, is cancelled or discarded (issue 44).
+DependencyPolicy = Literal["cancel", "run", "wait"]
+MAX_AFTER = 50  # job ids one job may run after
 
 # Temporal's limits: priority keys 1..5 (its default levels; 3 when unset), a fairness key of
 # at most 64 bytes, weights are clamped by the server to this range.
@@ -165,6 +168,9 @@ class JobSpec(BaseModel):
     # "both" for interval expressions (the rule before these fields existed).
     dst_gap: DstGap = "shift"
     dst_repeat: DstRepeat | None = None
+    # Issue 44: run only once every job named here is done (workflows/dependency_rules.py).
+    after: list[str] = Field(default_factory=list, max_length=MAX_AFTER)
+    on_failed_dependency: DependencyPolicy = "cancel"
 
     @field_validator("id")
     @classmethod
@@ -172,6 +178,17 @@ class JobSpec(BaseModel):
         if value and not is_job_id(value):
             raise ValueError("must be 1-200 characters of letters, digits and . _ : -")
         check_job_id(value)
+        return value
+
+    @field_validator("after")
+    @classmethod
+    def _check_after(cls, value: list[str]) -> list[str]:
+        for job_id in value:
+            if not is_job_id(job_id):
+                raise ValueError(f"{job_id[:80]!r} is not a job id")
+            check_job_id(job_id)
+        if len(set(value)) < len(value):
+            raise ValueError("names a job more than once")
         return value
 
     @field_validator("backoff_base")
@@ -273,7 +290,16 @@ class JobSpec(BaseModel):
             if cron_only:
                 raise _spec_error(", ".join(cron_only), "only applies to cron jobs")
         self._check_limits()
+        self._check_dependencies()
         return self
+
+    def _check_dependencies(self) -> None:
+        if self.id and self.id in self.after:
+            raise _spec_error("after", "a job cannot run after itself")
+        if self.cron is not None and self.after:
+            raise _spec_error("after", "a cron job's slots cannot wait for other jobs")
+        if not self.after and self.on_failed_dependency != "cancel":
+            raise _spec_error("on_failed_dependency", "needs after")
 
     def _check_limits(self) -> None:
         if (self.concurrency_key is None) != (self.concurrency_limit is None):
