@@ -54,6 +54,7 @@ SECONDS: dict[str, float] = {
     "tests/test_installed_package.py": 30,
     "tests/hostile/test_rate_signals.py": 20,
     "tests/test_batch_workflow.py": 15,
+    "tests/test_dependencies.py": 20,
     "tests/test_limits_listing.py": 10,
     "tests/test_concurrency.py": 15,
     "tests/test_cron_first_slot.py": 15,
