@@ -18,6 +18,8 @@ attempt starts as it reaches the worker). Cases:
 - a job that fails twice, then succeeds;
 - a dead-letter round trip: parked after its attempts, requeued, succeeds (the dead-letter
   queue workflow's share included);
+- issue 44's features, per job of five: a rate key, a batch member (its share of the batch
+  and its callback), a job in a chain of ``after``;
 - one cron slot: ours (``*/3 * * * * *``) and a Temporal Schedule firing every 3 s, each
   measured over ``--slots`` slots, from one handler start to the one ``--slots`` later.
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -47,6 +50,7 @@ from temporalio.client import (
     ScheduleSpec,
     ScheduleState,
 )
+from temporalio.service import RPCError
 
 from bench.baseline import QUEUE as BASELINE_QUEUE
 from bench.baseline import BaselineJob
@@ -54,6 +58,7 @@ from bench.common import OURS_QUEUE, start_records, write_result
 from bench.meter import MeteredServer, Reading, Window, metered_side, read, window
 from jobctl.activities.registry import load_handlers
 from jobctl.starter import dlq, operations
+from jobctl.starter.operations import batches
 from jobctl.workflows.models import JOB_STATUS
 
 SETTLE = 2.0  # after a case: late heartbeats, the DLQ recording a release
@@ -83,6 +88,14 @@ class Bench:
 
     async def finish(self, job_id: str) -> None:
         await self.client.get_workflow_handle(job_id).result()
+
+    async def finish_once_started(self, job_id: str, timeout: float = 120) -> None:
+        """:meth:`finish` for a job a workflow starts (a batch's member or callback)."""
+        async with asyncio.timeout(timeout):
+            while True:
+                with contextlib.suppress(RPCError):
+                    return await self.finish(job_id)
+                await asyncio.sleep(0.5)
 
     async def wait_dead(self, job_id: str, timeout: float) -> None:
         handle = self.client.get_workflow_handle(job_id)
@@ -192,6 +205,46 @@ async def failures(bench: Bench) -> list[dict[str, Any]]:
     return rows
 
 
+GROUP = 5  # jobs per case below: the per-job figure of a key's limiter, a batch, a chain
+
+
+async def groups(bench: Bench) -> list[dict[str, Any]]:
+    """Issue 44's features, each over GROUP no-op jobs due NOTICE ahead, per job: a rate key
+    (its limiter started by the first job), a batch with an ``on_complete`` callback (the
+    batch's workflow and the callback included), a chain where each job runs after the one
+    before."""
+    rows = []
+
+    async def rated() -> None:
+        limited = {"handler": "bench.noop", "rate_key": "cost-rate", "rate": "10/s"}
+        ids = [await bench.ours(f"rated-{i}", **limited) for i in range(GROUP)]
+        await asyncio.gather(*(bench.finish(job_id) for job_id in ids))
+
+    rows.append((await bench.measured(rated)).row("rate-limited one-shot", "ours", per=GROUP))
+
+    async def batch() -> None:
+        member = {"name": "m", "handler": "bench.noop", "delay": NOTICE}
+        request = {"id": "cost-batch", "on_complete": {"name": "cb", "handler": "bench.noop"}}
+        await batches.schedule_batch(
+            bench.client, request, [member] * GROUP, bench.handlers, datetime.now(UTC)
+        )
+        members = [f"cost-batch.{i}" for i in range(GROUP)]
+        await asyncio.gather(*(bench.finish_once_started(job_id) for job_id in members))
+        await bench.finish_once_started("cost-batch.on_complete")  # once the reports are in
+
+    rows.append((await bench.measured(batch)).row("batch member (+ callback)", "ours", per=GROUP))
+
+    async def chain() -> None:
+        ids = [f"chain-{i}" for i in range(GROUP)]
+        for i, job_id in enumerate(ids):
+            after = {"after": [ids[i - 1]]} if i else {}
+            await bench.ours(job_id, handler="bench.noop", **after)
+        await bench.finish(ids[-1])
+
+    rows.append((await bench.measured(chain)).row("job after another (chain)", "ours", per=GROUP))
+    return rows
+
+
 async def cron_slots(bench: Bench, slots: int) -> list[dict[str, Any]]:
     since = datetime.now(UTC).timestamp()
     cron = {"id": "cron", "name": "cron", "handler": "bench.noop", "cron": "*/3 * * * * *"}
@@ -219,6 +272,7 @@ async def measure(slots: int) -> list[dict[str, Any]]:
         bench = Bench(server, client, records)
         rows = await one_shots(bench)
         rows += await failures(bench)
+        rows += await groups(bench)
         rows += await cron_slots(bench, slots)
     return rows
 

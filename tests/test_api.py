@@ -221,6 +221,13 @@ HTTP_BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
     ("unknown field", {"delay": 5, "colour": "red"}, "colour"),
     ("cron that never fires", {"cron": "0 0 30 2 *"}, "cron"),
     ("cron with four fields", {"cron": "* * * *"}, "cron"),
+    ("after an unknown job", {"delay": 5, "after": ["no-such-job-here"]}, "after"),
+    ("after the same job twice", {"delay": 5, "after": ["a", "a"]}, "after"),
+    (
+        "a dependency policy alone",
+        {"delay": 5, "on_failed_dependency": "run"},
+        "on_failed_dependency",
+    ),
 ]
 
 
