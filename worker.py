@@ -60,7 +60,7 @@ from typing import Any, Literal
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.runtime import Runtime
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 import jobctl
@@ -187,12 +187,9 @@ class WorkerSettings:
 
 
 def precompile_workflow_modules() -> None:
-    """Write bytecode for the workflow modules. The sandbox imports the ones that define a
-    workflow afresh for every workflow run (:func:`sandbox_passthrough`); without a ``.pyc``
-    (``PYTHONDONTWRITEBYTECODE``, set in many container images and on our CI machine) every
-    run compiled ``job_workflow.py`` again, a third of the worker's CPU per job (measured with
-    py-spy under ``bench.sustained``). Where the folder is read-only nothing is written and
-    nothing else changes."""
+    """Write bytecode for the workflow modules, which the sandbox imports afresh for every
+    run (:func:`sandbox_passthrough`): without a ``.pyc`` (``PYTHONDONTWRITEBYTECODE``) each
+    run compiled them again. A read-only folder is left alone."""
     compileall.compile_dir(Path(workflows.__file__).parent, maxlevels=0, quiet=2)
     # The packages above them too (jobctl, jobctl.workflows): the sandbox imports those afresh.
     compileall.compile_file(Path(jobctl.__file__), quiet=2)
@@ -202,10 +199,7 @@ def sandbox_passthrough() -> tuple[str, ...]:
     """What the sandbox shares with every workflow run instead of importing it afresh per run:
     :data:`THIRD_PARTY_PASSTHROUGH` and every module of ``workflows/`` except those that define
     a workflow class (each run gets its own copy of those, with the sandbox's checks on what
-    they call). The shared modules keep no state between calls, and the wall-clock, random
-    and I/O bans of ``workflows/`` (ruff, pyproject.toml) hold for them too. Sharing them cut
-    the worker's CPU per job under ``bench.sustained`` from 21 to 18 ms (py-spy showed the
-    per-run imports as the largest part of creating a workflow run)."""
+    they call). The shared modules keep no state between calls."""
     defining = {cls.__module__ for cls in WORKFLOWS}
     found = pkgutil.walk_packages(workflows.__path__, prefix=f"{workflows.__name__}.")
     ours = sorted(module.name for module in found if module.name not in defining)
@@ -213,6 +207,9 @@ def sandbox_passthrough() -> tuple[str, ...]:
 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:
+    """The SDK's sandbox, with our pass-through rule: what the replay check runs the recorded
+    histories in (it fails a workflow that reads the clock, random or does I/O). Workers run
+    unsandboxed (:func:`build_worker`)."""
     precompile_workflow_modules()
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*sandbox_passthrough())
@@ -265,7 +262,13 @@ def build_worker(
         # Without this a workflows worker would poll activity tasks for its local activity
         # and fail every run_job it took as "not registered".
         no_remote_activities=settings.role == "workflows",
-        workflow_runner=sandbox_runner(),
+        # Not sandboxed (issue 40): the sandbox imported the workflow-defining modules afresh
+        # for every run, the largest part of the worker's CPU per job; with one core busy a
+        # 2,000-job herd's wakes then queued past run_at (p99 34.7 and 41.7 s against 0.88 and
+        # 0.51 s without it: docs/PERFORMANCE.md). Determinism is held by the bans on
+        # workflows/ (ruff) and checked by replaying every recorded history in the sandbox
+        # (sandbox_runner, tests/test_replay.py). No user code runs in a workflow.
+        workflow_runner=UnsandboxedWorkflowRunner(),
         # 10 workflow-task pollers, 5 on the task queue's partitions and 5 sticky (the SDK's
         # default: 1 and 4; docs/PERFORMANCE.md, "Why a busy machine made a herd late").
         max_concurrent_workflow_task_polls=10,

@@ -1,7 +1,8 @@
-"""How the worker sets up the workflow sandbox: the modules that define workflows are imported
-afresh for every workflow run (from bytecode the worker writes: without it, under
-PYTHONDONTWRITEBYTECODE, each run compiled their source again); every other module of
-``workflows/`` is shared with every run instead of being imported again."""
+"""How the replay check sets up the workflow sandbox (workers run unsandboxed, worker.py
+``build_worker``): the modules that define workflows are imported afresh for every run (from
+bytecode written first: without it, under PYTHONDONTWRITEBYTECODE, each run compiled their
+source again); every other module of ``workflows/`` is shared with every run instead of
+being imported again."""
 
 from __future__ import annotations
 
