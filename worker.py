@@ -262,12 +262,9 @@ def build_worker(
         # Without this a workflows worker would poll activity tasks for its local activity
         # and fail every run_job it took as "not registered".
         no_remote_activities=settings.role == "workflows",
-        # Not sandboxed (issue 40): the sandbox imported the workflow-defining modules afresh
-        # for every run, the largest part of the worker's CPU per job; with one core busy a
-        # 2,000-job herd's wakes then queued past run_at (p99 34.7 and 41.7 s against 0.88 and
-        # 0.51 s without it: docs/PERFORMANCE.md). Determinism is held by the bans on
-        # workflows/ (ruff) and checked by replaying every recorded history in the sandbox
-        # (sandbox_runner, tests/test_replay.py). No user code runs in a workflow.
+        # Unsandboxed: the sandbox's per-run imports made a busy machine's herd a minute late
+        # (docs/PERFORMANCE.md). No user code runs in a workflow; ruff's bans on workflows/
+        # and the replay check in the sandbox (sandbox_runner) hold them deterministic.
         workflow_runner=UnsandboxedWorkflowRunner(),
         # 10 workflow-task pollers, 5 on the task queue's partitions and 5 sticky (the SDK's
         # default: 1 and 4; docs/PERFORMANCE.md, "Why a busy machine made a herd late").
