@@ -294,3 +294,23 @@ def test_the_policies_decide_as_documented() -> None:
     assert waiting.text == "waiting for jobs a (cancelled), b (not started) to be done"
     many = decide([f"j{i}" for i in range(5)], {}, "wait").text
     assert many == "waiting for jobs j0, j1, j2 and 2 more to be done"
+
+
+async def test_a_discarded_dependency_is_told_and_the_waiting_job_says_so(
+    ts_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    async with running_worker(ts_env.client, task_queue):
+        a = await dead_dependency(ts_env, task_queue)
+        b = uid("b")
+        await submit(ts_env, task_queue, **quick(id=b, after=[a], on_failed_dependency="wait"))
+        await waiting_on(ts_env, b, "dead")
+        await ts_env.client.get_workflow_handle(a).signal(names.SIGNAL_DISCARD)
+        report = await waiting_on(ts_env, b, "discarded")
+        assert report.after == {a: "discarded"} and report.attempts == []
+        await operations.cancel(ts_env.client, b)
+        cancelled = await eventually(
+            lambda: job_report(ts_env.client, b),
+            lambda r: r.status == JobStatus.CANCELLED,
+            what="b cancelled by a person",
+        )
+    assert cancelled.attempts == []

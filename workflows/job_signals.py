@@ -25,12 +25,17 @@ from jobctl.workflows.models import (
 Release = Literal["requeue", "discard"]
 
 
-async def tell_settled(spec: JobSpec, state: JobState, status: JobStatus | None = None) -> None:
-    """The job settled (done, dead, cancelled; ``status``, default the state's): tell its
-    parent (see :func:`tell_parent`) and every job that runs after it."""
+async def tell_settled(spec: JobSpec, state: JobState) -> None:
+    """The job settled (done, dead, cancelled): tell its parent (see :func:`tell_parent`) and
+    every job that runs after it."""
     await tell_parent(spec, state)
+    await tell_watchers(spec, state, state.status)
+
+
+async def tell_watchers(spec: JobSpec, state: JobState, status: JobStatus) -> None:
+    """Tell every job that runs after this one how it stands now (nothing without any)."""
     if state.watchers:
-        await dependency_calls.tell(state.watchers, spec.id, status or state.status)
+        await dependency_calls.tell(state.watchers, spec.id, status)
 
 
 async def tell_parent(spec: JobSpec, state: JobState) -> None:

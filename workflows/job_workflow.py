@@ -498,8 +498,7 @@ class JobWorkflow:
 
     # -- the jobs it runs after (workflows/dependency_calls.py) -----------------------------
     async def _await_dependencies(self) -> None:
-        """Wait until the jobs in ``after`` let this one run (workflows/dependency_rules.py);
-        under the ``cancel`` policy a failed one cancels this job."""
+        """Wait until the jobs in ``after`` let this one run (or cancel it: dependency_rules)."""
         spec, state = self.spec, self.state
         asked: set[str] = set()
         tries, since = 0, workflow.now()
@@ -585,6 +584,7 @@ class JobWorkflow:
         if action == "discard":
             self._list(JobStatus.DISCARDED)  # the run ends Failed: listings tell it by this
             self._show(JobStatus.DISCARDED)
+            await job_signals.tell_watchers(self.spec, self.state, JobStatus.DISCARDED)
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise ApplicationError(
                 f"discarded after {len(self.state.attempts)} attempts: {self.state.last_error}",
