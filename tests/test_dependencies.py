@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from jobctl.starter import operations
@@ -86,6 +86,16 @@ async def dead_dependency(env: WorkflowEnvironment, queue: str) -> str:
     return a
 
 
+async def waiting_on_a_dead_one(
+    env: WorkflowEnvironment, queue: str
+) -> tuple[str, str, WorkflowHandle[Any, JobReport]]:
+    """A dead job ``a`` and a job ``b`` after it under the ``wait`` policy, seen waiting."""
+    a, b = await dead_dependency(env, queue), uid("b")
+    handle = await submit(env, queue, **quick(id=b, after=[a], on_failed_dependency="wait"))
+    await waiting_on(env, b, "dead")
+    return a, b, handle
+
+
 async def test_cancel_policy_cancels_the_job_when_a_dependency_is_dead(
     ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
@@ -117,12 +127,8 @@ async def test_wait_policy_waits_through_a_requeue_until_the_dependency_is_done(
     ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     async with running_worker(ts_env.client, task_queue):
-        a = await dead_dependency(ts_env, task_queue)
-        b = uid("b")
-        handle = await submit(
-            ts_env, task_queue, **quick(id=b, after=[a], on_failed_dependency="wait")
-        )
-        waiting = await waiting_on(ts_env, b, "dead")
+        a, b, handle = await waiting_on_a_dead_one(ts_env, task_queue)
+        waiting = await job_report(ts_env.client, b)
         assert waiting.status == JobStatus.PENDING and waiting.attempts == []
         await ts_env.client.get_workflow_handle(a).signal(names.SIGNAL_REQUEUE)
         report = await finished(ts_env, handle)
@@ -300,10 +306,7 @@ async def test_a_discarded_dependency_is_told_and_the_waiting_job_says_so(
     ts_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     async with running_worker(ts_env.client, task_queue):
-        a = await dead_dependency(ts_env, task_queue)
-        b = uid("b")
-        await submit(ts_env, task_queue, **quick(id=b, after=[a], on_failed_dependency="wait"))
-        await waiting_on(ts_env, b, "dead")
+        a, b, _ = await waiting_on_a_dead_one(ts_env, task_queue)
         await ts_env.client.get_workflow_handle(a).signal(names.SIGNAL_DISCARD)
         report = await waiting_on(ts_env, b, "discarded")
         assert report.after == {a: "discarded"} and report.attempts == []
