@@ -27,10 +27,10 @@ from jobctl.workflows.cron_rules import next_run_from_memo
 from jobctl.workflows.job_rules import budget_of_policy
 from jobctl.workflows.jobstatus import (
     AttemptFacts,
-    Execution,
     Facts,
     JobView,
     current_attempt,
+    execution_of,
     public_status,
     ran_at,
 )
@@ -45,11 +45,6 @@ _STATES: dict[int, Literal["scheduled", "started", "cancel_requested"]] = {
     PendingActivityState.PENDING_ACTIVITY_STATE_STARTED: "started",
     PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED: "cancel_requested",
 }
-
-
-def execution(status: WorkflowExecutionStatus | None) -> Execution:
-    name = status.name.lower() if status is not None else "running"
-    return name  # type: ignore[return-value]  # the enum's names are Execution's values
 
 
 def kind_of(workflow_type: str | None) -> Literal["job", "cron"]:
@@ -121,7 +116,7 @@ async def described_facts(
     if desc.status in (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TIMED_OUT):
         failure_type, failure_message = await _close_failure(client, desc)
     return Facts(
-        execution=execution(desc.status),
+        execution=execution_of(desc.status),
         attribute=desc.typed_search_attributes.get(JOB_STATUS),
         kind=kind_of(desc.workflow_type),
         run_at=desc.typed_search_attributes.get(JOB_RUN_AT),
@@ -162,7 +157,7 @@ def visible_facts(wf: WorkflowExecution) -> Facts:
     """What a visibility row alone says (enough for a closed run)."""
     attrs = wf.typed_search_attributes
     return Facts(
-        execution=execution(wf.status),
+        execution=execution_of(wf.status),
         attribute=attrs.get(JOB_STATUS),
         kind=kind_of(wf.workflow_type),
         run_at=attrs.get(JOB_RUN_AT),

@@ -31,7 +31,7 @@ from jobctl.workflows.dependency_rules import (
     Decision,
     settled_as,
 )
-from jobctl.workflows.jobstatus import Facts, public_status
+from jobctl.workflows.jobstatus import Facts, execution_of, public_status
 from jobctl.workflows.models import JOB_STATUS, JobSpec, JobStatus, SlotFinished
 from jobctl.workflows.models.job import DependencyWatch
 
@@ -43,28 +43,25 @@ READ_RETRY = RetryPolicy(maximum_attempts=5)
 async def read_job_outcomes(job_ids: list[str]) -> dict[str, str]:
     """How each job stands by Temporal's own record: its public status once its run closed
     (done, cancelled, discarded, dead), ``waiting`` while it runs, ``not started`` if there
-    is no such workflow (yet)."""
+    is no such workflow (yet). The jobs are described together."""
     client = activity.client()
-    found: dict[str, str] = {}
-    for job_id in job_ids:
+    # A closed run's status needs no clock: the activity's start stands for now.
+    now = activity.info().started_time
+
+    async def one(job_id: str) -> str:
         try:
             desc = await client.get_workflow_handle(job_id).describe()
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
-            found[job_id] = NOT_STARTED
-            continue
-        execution = desc.status.name.lower() if desc.status is not None else "running"
+            return NOT_STARTED
+        execution = execution_of(desc.status)
         if execution == "running":
-            found[job_id] = WAITING
-            continue
-        facts = Facts(
-            execution=execution,  # type: ignore[arg-type]  # the enum's names are its values
-            attribute=desc.typed_search_attributes.get(JOB_STATUS),
-        )
-        # A closed run's status needs no clock: the activity's start stands for now.
-        found[job_id] = public_status(facts, activity.info().started_time).status.value
-    return found
+            return WAITING
+        facts = Facts(execution=execution, attribute=desc.typed_search_attributes.get(JOB_STATUS))
+        return public_status(facts, now).status.value
+
+    return dict(zip(job_ids, await asyncio.gather(*(one(i) for i in job_ids)), strict=True))
 
 
 @activity.defn(name=names.CANCEL_OWN_JOB)

@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Literal
 
 from jobctl.workflows.models import AttemptRecord, JobReport, JobStatus
@@ -48,6 +49,13 @@ Execution = Literal[
 ActivityState = Literal["scheduled", "started", "cancel_requested"]
 DISCARDED_FAILURE = "JobDiscarded"
 SETTLED = (JobStatus.DONE, JobStatus.CANCELLED, JobStatus.DISCARDED)
+
+
+def execution_of(status: Enum | None) -> Execution:
+    """Temporal's execution status (the client's ``WorkflowExecutionStatus``) in the rule's
+    words; None, as describe may give it, is running."""
+    name = status.name.lower() if status is not None else "running"
+    return name  # type: ignore[return-value]  # the enum's names are Execution's values
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from jobctl.starter.operations.validation import (
 )
 from jobctl.workflows import cronmath, names
 from jobctl.workflows.cron_rules import BackfillTooLarge, backfill_slots, spec_from_memo
-from jobctl.workflows.jobstatus import Facts, public_status
+from jobctl.workflows.jobstatus import Facts, execution_of, public_status
 from jobctl.workflows.models import JOB_STATUS, ControlRequest, CronReport, CronUpdate, JobReport
 from jobctl.workflows.models.cron import BackfillAnswer, BackfillRequest
 
@@ -62,7 +62,7 @@ def require_open(job_id: str, action: str, desc: WorkflowExecutionDescription) -
     """A closed job answers no control: say so instead of letting the RPC fail obscurely."""
     if desc.status != WorkflowExecutionStatus.RUNNING:
         facts = Facts(
-            execution=jobviews.execution(desc.status),
+            execution=execution_of(desc.status),
             attribute=desc.typed_search_attributes.get(JOB_STATUS),
             kind=jobviews.kind_of(desc.workflow_type),
         )
