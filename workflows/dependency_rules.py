@@ -28,9 +28,8 @@ NOT_STARTED = "not started"
 MISSING = "missing"
 FAILED = frozenset({"dead", "cancelled", "discarded", MISSING})
 MISSING_AFTER = timedelta(hours=1)
-# Every value a dependency's entry may hold (a dependency_settled signal brings done, dead,
-# cancelled or discarded; the read of a closed run one of those too).
-KNOWN = frozenset({DONE, WAITING, NOT_STARTED, *FAILED})
+# What a dependency_settled signal may bring (a read of a closed run gives one of these too).
+SETTLEMENTS = frozenset({DONE, "dead", "cancelled", "discarded"})
 MAX_WATCHERS = 1_000  # jobs one job tells when it settles (each sent a watch signal)
 SHOWN = 3  # dependency ids a waiting text names before "and N more"
 
@@ -68,9 +67,9 @@ def waiting_text(open_: Sequence[str], known: Mapping[str, str]) -> str:
 
 
 def settled_as(status: str) -> str | None:
-    """What a dependency's report means here: one of KNOWN but ``waiting`` (None for any
-    other status, which a watcher ignores: a job tells only settlements)."""
-    return status if status in KNOWN and status not in (WAITING, NOT_STARTED, MISSING) else None
+    """A dependency's report, if it is one of SETTLEMENTS (None for any other status, which
+    a watcher refuses: a job tells only settlements)."""
+    return status if status in SETTLEMENTS else None
 
 
 def give_up_on_unstarted(known: dict[str, str]) -> None:

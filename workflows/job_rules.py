@@ -13,6 +13,7 @@ from temporalio.common import Priority, RetryPolicy, SearchAttributePair, TypedS
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
+from jobctl.workflows.dependency_rules import WAITING
 from jobctl.workflows.durations import format_duration
 from jobctl.workflows.models import (
     JOB_HANDLER,
@@ -163,7 +164,7 @@ def job_report(spec: JobSpec, state: JobState) -> JobReport:
         idempotency_key=spec.key,
         parked_at=state.parked_at,
         waiting_for=state.waiting_for,
-        after=dict(state.dependencies) or dict.fromkeys(spec.after, "waiting"),
+        after=dict(state.dependencies) or dict.fromkeys(spec.after, WAITING),
         audit=list(state.audit),
         **spec.scheduling(),
     )
