@@ -123,6 +123,12 @@ CASES: list[tuple[str, Facts, JobStatus, str | None]] = [
         None,
     ),
     (
+        "handed out ahead of run_at, no worker has it yet (a busy worker)",
+        Facts("running", "scheduled", run_at=AHEAD, activity=AttemptFacts("scheduled", 1)),
+        JobStatus.SCHEDULED,
+        None,
+    ),
+    (
         "backing off",
         Facts("running", "scheduled", run_at=PAST, activity=AttemptFacts("scheduled", 2, AHEAD)),
         JobStatus.RETRYING,

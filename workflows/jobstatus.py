@@ -120,6 +120,8 @@ def public_status(facts: Facts, now: datetime) -> Verdict:
         if not due and not running:
             return Verdict(JobStatus.SCHEDULED, "with a worker, waiting for run_at")
         return Verdict(JobStatus.RUNNING, last_error=error)
+    if not due:  # handed out ahead of run_at; no worker has taken it yet
+        return Verdict(JobStatus.SCHEDULED)
     next_at = activity.next_attempt_at
     if activity.attempt > 1 and next_at is not None and next_at > now:
         return Verdict(JobStatus.RETRYING, next_attempt_at=next_at, last_error=error)

@@ -72,11 +72,21 @@ def waiting_buffered(current: CronReport) -> bool:
     return any(r.outcome == "buffered" and r.slot not in ran for r in current.recent_slots)
 
 
-async def settle(env: WorkflowEnvironment | Client, cron_id: str) -> CronReport:
-    """Real-time pause until every started slot job (and a buffered one) has reported back."""
-    return await eventually(
-        lambda: report(env, cron_id),
-        lambda current: not current.running and not waiting_buffered(current),
-        interval=0.1,
-        what=f"{cron_id} settled",
-    )
+async def settle(
+    env: WorkflowEnvironment | Client, cron_id: str, timeout: float = 30
+) -> CronReport:
+    """Real-time pause until every started slot job (and a buffered one) has reported back.
+    A timeout names how each slot job still running stands, by its own report."""
+    try:
+        return await eventually(
+            lambda: report(env, cron_id),
+            lambda current: not current.running and not waiting_buffered(current),
+            interval=0.1,
+            timeout=timeout,
+            what=f"{cron_id} settled",
+        )
+    except AssertionError as err:
+        client = env if isinstance(env, Client) else env.client
+        running = (await report(env, cron_id)).running
+        stands = [await operations.status(client, job_id) for job_id in running]
+        raise AssertionError(f"{err}\nslot jobs still running: {stands!r}") from None
