@@ -215,21 +215,23 @@ async def recorded_start(
     details); the handler start time the record names. A timeout names every distinct state
     the attempt was seen in (and ``log()``, the worker's log), so a miss says why."""
     handle = client.get_workflow_handle(job_id)
-    seen: list[str] = []
+    seen: list[tuple[datetime, str]] = []  # each distinct observation, from when it was seen
 
     async def record() -> datetime | None:
         desc = await handle.describe()
         beat = await jobviews.heartbeat(client, desc)
-        running = beat is not None and beat.attempts and beat.attempts[-1].outcome == "running"
         observed = observation(desc, beat)
-        if not seen or seen[-1].split(" ", 1)[1] != observed:
-            seen.append(f"{datetime.now(UTC):%H:%M:%S.%f} {observed}")
-        return beat.attempts[-1].started_at if running and beat is not None else None
+        if not seen or seen[-1][1] != observed:
+            seen.append((datetime.now(UTC), observed))
+        if beat is None or not beat.attempts or beat.attempts[-1].outcome != "running":
+            return None
+        return beat.attempts[-1].started_at
 
     try:
         started = await eventually(record, lambda at: at is not None, timeout=timeout, interval=0.1)
     except AssertionError as err:
-        raise AssertionError(f"{err}\nseen:\n" + "\n".join(seen) + f"\nworker:\n{log()}") from None
+        lines = "\n".join(f"{at:%H:%M:%S.%f} {observed}" for at, observed in seen)
+        raise AssertionError(f"{err}\nseen:\n{lines}\nworker:\n{log()}") from None
     assert started is not None
     return started
 

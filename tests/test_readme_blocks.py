@@ -290,7 +290,7 @@ def test_the_readme_lists_every_benchmark() -> None:
 
 
 # Every benchmark's ``python -m bench.X --help``, in one process: each module imports Temporal,
-# PostgreSQL drivers and the project, ~3 s apiece on a loaded machine (60 s for the 20 lines).
+# PostgreSQL drivers and the project: 3-6 s apiece in a loaded parallel pass (47 s for 15 lines).
 HELP_ALL = """
 import contextlib, io, json, runpy, sys
 helps = {}
