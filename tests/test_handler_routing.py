@@ -25,6 +25,7 @@ from jobctl.starter import operations
 from jobctl.worker import WorkerSettings, build_worker, publish_handlers
 from jobctl.workflows.models import JobStatus
 from tests.helpers.poll import eventually
+from tests.helpers.temporal import until_polled
 
 PLUGIN = "test.record"  # served by the "plugin" worker only
 
@@ -52,6 +53,7 @@ async def worker_of(
     async with build_worker(own, settings, registry).running():
         if publish:
             await publish_handlers(own, settings, registry)
+            await until_polled(own, queue, *handlers)
         yield
 
 

@@ -17,6 +17,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Replayer, Worker
 
 from jobctl.activities.registry import load_handlers
+from jobctl.starter.operations import handler_watch
 from jobctl.worker import WORKFLOWS, WorkerSettings, build_worker, publish_handlers, sandbox_runner
 from jobctl.workflows import names
 from tests.helpers.poll import eventually
@@ -35,6 +36,19 @@ async def running_worker(
         if publish:
             await publish_handlers(client, settings, registry)
         yield worker
+
+
+async def until_polled(client: Client, task_queue: str, *handlers: str) -> None:
+    """Wait until the server lists a poller on each handler's queue: a worker is "live" to
+    the doors from its first poll, which a loaded machine delays past its start."""
+
+    async def polled(handler: str) -> bool:
+        handler_watch._seen.clear()  # a cached "none yet" would outlive the first poll
+        return bool(await handler_watch.live_workers(client, task_queue, handler))
+
+    for handler in handlers:
+        await eventually(partial(polled, handler), what=f"a poller of {handler!r}")
+    handler_watch._seen.clear()
 
 
 async def _gone(client: Client, workflow_id: str) -> bool:

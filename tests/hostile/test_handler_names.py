@@ -19,7 +19,7 @@ from jobctl.starter.errors import SpecError
 from jobctl.starter.operations.handlers import ALLOWED_HANDLERS_ENV
 from jobctl.worker import WorkerSettings, publish_handlers
 from jobctl.workflows import names
-from tests.helpers.temporal import end_singletons, running_worker
+from tests.helpers.temporal import end_singletons, running_worker, until_polled
 from tests.hostile.common import assert_nothing_started, normal_job_completes, started_count
 
 pytestmark = pytest.mark.devserver
@@ -45,6 +45,7 @@ async def published(
     registry = load_handlers("tests.handlers")
     async with running_worker(dev_client, task_queue):
         await publish_handlers(dev_client, WorkerSettings(task_queue=task_queue), registry)
+        await until_polled(dev_client, task_queue, "test.record")
         yield registry.names()
         await normal_job_completes(dev_client, task_queue)
     await end_singletons(dev_client)
