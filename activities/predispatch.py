@@ -273,17 +273,31 @@ async def wait_for_run_at(
 
 def cancel_verdict() -> Verdict | None:
     """Why the SDK cancelled this attempt before its handler: a person's cancel, or a clean
-    shutdown handing it over; None when the server ended it (timed out, gone), logged with
-    the reason (a 5,000 herd beside a busy core lost 1,756 waiting attempts that way, and the
-    SDK's own line does not name it)."""
+    shutdown handing it over; None when the attempt is over for another reason, logged by
+    name (the SDK's own line names none)."""
     details = activity.cancellation_details()
     if details is not None and details.cancel_requested:
         return "cancelled"
     if details is not None and details.worker_shutdown:
         return "handed_over"
-    job_id = activity.info().workflow_id
-    log.warning("job %s: attempt ended by the server before its handler (%s)", job_id, details)
+    log.warning(
+        "job %s: attempt ended before its handler: %s",
+        activity.info().workflow_id,
+        ending_reason(details),
+    )
     return None
+
+
+def ending_reason(details: activity.ActivityCancellationDetails | None) -> str:
+    """Why an attempt ended without a cancel or a shutdown, in words."""
+    if details is None:
+        return "cancelled from within the worker"
+    if details.timed_out and details.not_found:
+        # The SDK's own clock of the lease (the lease plus 5 s since its last answered beat).
+        return "no answered heartbeat within the lease, by the SDK's own clock"
+    if details.not_found:
+        return "the server no longer holds it (timed out or retried there)"
+    return f"the server ended it ({details})"
 
 
 def seconds_until(run_at: datetime, clock: ServerClock) -> float:

@@ -24,7 +24,7 @@ QUEUE = "baseline"
 
 @activity.defn(name="baseline_noop")
 async def baseline_noop(key: str, run_at: float) -> None:
-    note_start(key, run_at)
+    note_start(key, run_at, activity.info().attempt)
 
 
 @workflow.defn(name="BaselineJob")

@@ -220,8 +220,9 @@ def herd_fields(
     records: Path, starts: dict[str, tuple[float, float]], due: float
 ) -> dict[str, Any]:
     """What a herd's row says of its handler starts (``starts`` from :func:`read_starts`, due
-    at epoch ``due``): fire lags, drain, early starts, and how many keys' handlers started more
-    than once (a second attempt, or a lost one's retry: a herd on time needs none)."""
+    at epoch ``due``): fire lags, drain, early starts, how many keys' handlers started more
+    than once, and how many keys' handlers ran on a second or later Temporal attempt (one lost
+    before its handler and retried, or a failed one: a herd on time needs none)."""
     lags = sorted(start - scheduled for scheduled, start in starts.values())
     handled = Counter(row["key"] for row in start_records(records))
     return {
@@ -230,6 +231,9 @@ def herd_fields(
         "drain_seconds": max(start for _, start in starts.values()) - due if starts else None,
         "early": sum(1 for lag in lags if lag < 0),
         "started_twice": sum(1 for n in handled.values() if n > 1),
+        "retried": len(
+            {row["key"] for row in start_records(records) if (row.get("attempt") or 1) > 1}
+        ),
         "lags": [round(lag, 4) for lag in lags],  # for the report's CDF
     }
 

@@ -115,7 +115,7 @@ async def main(sizes: list[int], aheads: list[float], sides: list[str], load: in
                 f"p95 {lag.get('p95', 0):7.2f}s p99 {lag.get('p99', 0):7.2f}s "
                 f"max {lag.get('max', 0):7.2f}s drain {row['drain_seconds'] or 0:7.2f}s "
                 f"(scheduled in {row['schedule_seconds']:.1f}s, early {row['early']}, "
-                f"started twice {row['started_twice']})",
+                f"started twice {row['started_twice']}, retried {row['retried']})",
                 flush=True,
             )
     path = write_result("herd", {"ahead": aheads, "load": load, "rows": rows})

@@ -50,9 +50,12 @@ SHOWN = 8  # latest jobs whose whole history is printed
 async def stages(client: Client, job_id: str, due: float) -> dict[str, Any]:
     """The job's milestones (seconds relative to run_at) and every event's."""
     events: list[tuple[str, float]] = []
+    attempt = 0  # Temporal's, of the attempt that completed run_job
     async for event in client.get_workflow_handle(job_id).fetch_history_events():
         at = event.event_time.ToDatetime(UTC).timestamp() - due
         events.append((EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"), at))
+        if event.HasField("activity_task_started_event_attributes"):
+            attempt = event.activity_task_started_event_attributes.attempt
 
     def first(name: str) -> float | None:
         return next((at for kind, at in events if kind == name), None)
@@ -65,6 +68,7 @@ async def stages(client: Client, job_id: str, due: float) -> dict[str, Any]:
         "polled": first("ACTIVITY_TASK_STARTED"),
         "task_failures": sum(1 for kind, _ in events if kind == "WORKFLOW_TASK_FAILED"),
         "task_timeouts": sum(1 for kind, _ in events if kind == "WORKFLOW_TASK_TIMED_OUT"),
+        "attempt": attempt,
     }
     return {"job_id": job_id, **found, "events": events}
 
@@ -135,7 +139,8 @@ def report(result: dict[str, Any]) -> None:
         )
     failures = sum(r["task_failures"] for r in rows)
     timeouts = sum(r["task_timeouts"] for r in rows)
-    print(f"workflow task failures {failures}, timeouts {timeouts}")
+    retried = sum(1 for r in rows if r.get("attempt", 1) > 1)
+    print(f"workflow task failures {failures}, timeouts {timeouts}; run_job retried {retried}")
     for row in sorted(rows, key=lambda r: r["lag"])[-SHOWN:]:
         trail = ", ".join(f"{kind.lower()} {at:+.2f}" for kind, at in row["events"])
         print(f"{row['job_id']} lag {row['lag']:.2f}s: {trail}")
