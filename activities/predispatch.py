@@ -12,8 +12,9 @@ that arrives within GO_CHECK_AHEAD of run_at (or after it) records nothing befor
 
 An attempt that only waits sends no heartbeat when its lease covers the wait
 (:func:`lease_covers`: the default 30 s lead in a 60 s lease), else beats at the SDK's own
-cadence, its last beat at a random moment of the last LAST_BEAT_SHARE of its lease before
-run_at (:func:`last_beat_ahead`: a herd's beats do not land together just before it); a
+cadence, as few beats as keep the SDK's clock of the lease going until just after run_at
+(:func:`hold_heartbeating`; the slot wait that may follow beats HOLD_AFTER of the lease
+after run_at): no beat lands in a herd's last seconds because it is the last second; a
 cancel then is caught by its check before run_at. Before that check it beats for the last
 time well ahead of it (:func:`pre_check_quiet`), so that no beat of the log without the
 attempt reaches the server after the start record. No handler starts until the
@@ -56,8 +57,9 @@ GO_CHECK_TIMEOUT = 10.0
 LIVENESS_PING = 0.25
 LIVENESS_WINDOW = 1.0
 FRESH_ANSWER = 0.1
-# A waiting attempt's last heartbeat falls up to this share of its lease before run_at.
-LAST_BEAT_SHARE = 0.45
+# A waiting attempt's beats keep the SDK's clock of the lease going until this share of the
+# lease after run_at; by then an attempt still waiting for a handler slot beats on its own.
+HOLD_AFTER = 0.1
 
 Verdict = Literal["withdrawn", "cancelled", "handed_over"]
 
@@ -109,10 +111,7 @@ async def sleep_heartbeating(
     end = now + seconds
     last_beat = end - last_beat_ahead
     every = lease * SDK_THROTTLE
-    beats = last_beat > now
-    if not beats and last_sent + every < end:
-        last_beat, beats = now, True  # in the stretch left free, but the SDK's clock runs out
-    if beats:
+    if last_beat > now:
         count = max(math.ceil((last_beat - last_sent) / every), 1)
         beat_at = max(now, last_beat - every * (count - 1))
         while True:
@@ -138,14 +137,26 @@ def pre_check_quiet(lease: float) -> float:
     return max(share - GO_CHECK_TIMEOUT, share / 2)
 
 
-def last_beat_ahead(lease: float, draw: float) -> float:
-    """How long before run_at a waiting attempt beats for the last time; ``draw`` in [0, 1].
-    A herd's attempts wait for the same instant: beating at its end, 5,000 of them sent their
-    beats in the same tenth of a second before run_at (0.4 s of the worker's time, and the
-    server's, just as the handlers were due). Spread over LAST_BEAT_SHARE of the lease
-    instead, and the lease still has more than half its length at run_at: the slot wait that
-    follows beats within SDK_THROTTLE / 2 of it (``JobActivities._attempt``)."""
-    return lease * LAST_BEAT_SHARE * draw
+async def hold_heartbeating(
+    seconds: float, state: HeartbeatState, lease: float | None, since: float
+) -> None:
+    """Wait ``seconds`` (until run_at) after the start record, beating through the SDK as
+    few times as keep its clock of the lease (from ``since``, its last beat or the attempt's
+    start) going until HOLD_AFTER of the lease past the wait: beats evenly spaced from
+    ``since``, at most a throttle interval apart; none when ``lease`` is None (it covers the
+    wait). A herd's beats so follow its attempts' own moments; beating at the end of each
+    wait (as once) or in its last stretch, 5,000 attempts sent theirs together just as the
+    handlers were due."""
+    now = time.monotonic()
+    end = now + seconds
+    if lease is not None:
+        until = end + HOLD_AFTER * lease
+        count = math.ceil((until - since) / (lease * SDK_THROTTLE)) - 1
+        for n in range(1, count + 1):
+            beat_at = since + (until - since) * n / (count + 1)
+            await asyncio.sleep(max(beat_at - time.monotonic(), 0.0))
+            activity.heartbeat(state)
+    await asyncio.sleep(max(end - time.monotonic(), 0.0))
 
 
 class ServerLiveness:
@@ -248,10 +259,7 @@ async def wait_for_run_at(
         await commit()  # it must take it out again
         left = seconds_until(run_at, clock)
         opening = asyncio.get_running_loop().call_later(max(left - START_WINDOW, 0.0), near)
-        last = last_beat_ahead(lease, random.random())
-        hold = functools.partial(
-            sleep_heartbeating, state=state, lease=beat, last_beat_ahead=last, since=beaten
-        )
+        hold = functools.partial(hold_heartbeating, state=state, lease=beat, since=beaten)
         try:
             waited = await heard_by(run_at, clock, liveness, hold)
         finally:

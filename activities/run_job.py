@@ -77,6 +77,7 @@ from jobctl.activities.context import HandlerRegistry, JobContext, PermanentErro
 from jobctl.activities.gc_pause import StartWindow
 from jobctl.activities.predispatch import (
     GO_CHECK_TIMEOUT,
+    HOLD_AFTER,
     SDK_THROTTLE,
     ServerLiveness,
     ready_at_once,
@@ -269,6 +270,8 @@ class JobActivities:
                 spec.fairness_weight,
                 beat=lambda: activity.heartbeat(state),
                 every=spec.lease * SDK_THROTTLE / 2,
+                # A waiting attempt's beats held the SDK's clock only until just after run_at.
+                first=None if opened is None else spec.lease * HOLD_AFTER,
             ):
                 window.end()
                 attempt.restart(clock.now())

@@ -128,12 +128,13 @@ class SlotGate:
         *,
         beat: Callable[[], None] | None = None,
         every: float = 1.0,
+        first: float | None = None,
     ) -> AsyncIterator[None]:
         """Wait for a slot in order, hold it for the block, give it back on exit. With
-        ``beat``, call it every ``every`` seconds while waiting (an attempt whose start is
-        recorded holds its lease by heartbeats until a slot frees); the wait keeps its place
-        in line across beats."""
-        await self._take(priority, fairness_key, fairness_weight, beat, every)
+        ``beat``, call it every ``every`` seconds while waiting, the first time after
+        ``first`` (default ``every``): an attempt whose start is recorded holds its lease by
+        heartbeats until a slot frees. The wait keeps its place in line across beats."""
+        await self._take(priority, fairness_key, fairness_weight, beat, every, first)
         try:
             yield
         finally:
@@ -145,7 +146,7 @@ class SlotGate:
         fairness_key: str | None = None,
         fairness_weight: float = 1.0,
     ) -> None:
-        await self._take(priority, fairness_key, fairness_weight, None, 1.0)
+        await self._take(priority, fairness_key, fairness_weight, None, 1.0, None)
 
     async def _take(
         self,
@@ -154,6 +155,7 @@ class SlotGate:
         fairness_weight: float,
         beat: Callable[[], None] | None,
         every: float,
+        first: float | None,
     ) -> None:
         """A free slot at once (no loop turn: a herd's slots change hands in one step), or
         a place in line, waited for on its own future."""
@@ -167,11 +169,13 @@ class SlotGate:
         )
         self._levels.setdefault(priority, _Level()).add(key, waiter)
         self._count(+1)
+        pause = every if first is None else first
         try:
             while not waiter.granted.done():
-                await asyncio.wait({waiter.granted}, timeout=every if beat is not None else None)
+                await asyncio.wait({waiter.granted}, timeout=pause if beat is not None else None)
                 if beat is not None and not waiter.granted.done():
                     beat()
+                pause = every
         except BaseException:
             if waiter.granted.done():
                 self.release(key)  # the slot reached us as we were cancelled: pass it on

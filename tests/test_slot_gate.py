@@ -161,6 +161,26 @@ async def test_a_beating_wait_beats_while_it_waits_and_keeps_its_place() -> None
     assert gate.free == 1 and gate.waiting() == 0
 
 
+async def test_a_beating_wait_beats_first_after_first_then_every() -> None:
+    """A pre-dispatched attempt's waiting beats held the SDK's clock of its lease only until
+    shortly after run_at: its slot wait beats first that soon, then at its own cadence."""
+    gate = SlotGate(1)
+    began = asyncio.get_running_loop().time()
+    beats: list[float] = []
+
+    async def wait() -> None:
+        beat = lambda: beats.append(asyncio.get_running_loop().time() - began)  # noqa: E731
+        async with gate.slot(3, beat=beat, every=0.3, first=0.05):
+            pass
+
+    await gate.acquire()
+    waiter = asyncio.create_task(wait())
+    await asyncio.sleep(0.5)
+    gate.release()
+    await waiter
+    assert len(beats) == 2 and beats[0] < 0.2 and 0.3 <= beats[1] - beats[0] < 0.45, beats
+
+
 async def test_a_beating_wait_cancelled_loses_no_slot() -> None:
     gate = SlotGate(1)
     await gate.acquire()

@@ -1,7 +1,7 @@
 """A pre-dispatched attempt's heartbeats while it waits for run_at
-(activities/predispatch.py ``sleep_heartbeating``, ``last_beat_ahead``): spaced within the
-SDK's throttle, none in the last stretch it was told to leave free, and a lease that still
-holds when the slot wait after run_at beats for the first time.
+(activities/predispatch.py ``sleep_heartbeating``, ``hold_heartbeating``): spaced within the
+SDK's throttle, none in the stretch before the check it was told to leave free, and the
+SDK's own clock of the lease kept going until just after run_at with the fewest beats.
 
 A 5,000 herd's attempts, each beating at the end of its wait, sent 5,000 beats in the
 tenth of a second before run_at (found by profiling the worker at run_at)."""
@@ -17,10 +17,10 @@ from temporalio.testing import ActivityEnvironment
 
 from jobctl.activities import predispatch
 from jobctl.activities.predispatch import (
-    LAST_BEAT_SHARE,
+    HOLD_AFTER,
     SDK_THROTTLE,
     ServerLiveness,
-    last_beat_ahead,
+    hold_heartbeating,
     pre_check_quiet,
     sleep_heartbeating,
     wait_for_run_at,
@@ -48,7 +48,7 @@ async def beats_during(seconds: float, ahead: float) -> tuple[list[float], float
 
 
 async def test_a_long_wait_beats_within_the_throttle_and_leaves_its_last_stretch_free() -> None:
-    ahead = LAST_BEAT_SHARE * LEASE
+    ahead = 0.45 * LEASE
     beats, ended = await beats_during(2.5, ahead)
     assert ended >= 2.5
     gaps = [b - a for a, b in zip([0.0, *beats], beats, strict=False)]
@@ -67,20 +67,40 @@ async def test_a_wait_shorter_than_its_free_stretch_does_not_beat() -> None:
     assert beats == [] and ended >= 0.3
 
 
-@pytest.mark.parametrize("draw", [0.0, 0.5, 1.0])
-def test_the_lease_outlasts_the_gap_to_the_slot_waits_first_beat(draw: float) -> None:
-    """After run_at the attempt waits for a handler slot, beating every SDK_THROTTLE / 2 of
-    the lease (JobActivities._attempt): the lease left at run_at must cover that, with room
-    for the health check at run_at."""
-    lease = 60.0
-    ahead = last_beat_ahead(lease, draw)
-    assert 0.0 <= ahead <= LAST_BEAT_SHARE * lease
-    assert lease - ahead >= lease * SDK_THROTTLE / 2 + 0.1 * lease
+async def hold_beats(seconds: float, since_ago: float) -> list[float]:
+    """The moments (seconds from the hold's start) at which a hold of ``seconds`` beat, the
+    SDK's last beat ``since_ago`` seconds before it."""
+    beats: list[float] = []
+    env = ActivityEnvironment()
+    began = time.monotonic()
+    env.on_heartbeat = lambda *_: beats.append(time.monotonic() - began)
+
+    async def hold() -> None:
+        await hold_heartbeating(seconds, HeartbeatState(), LEASE, began - since_ago)
+
+    await env.run(hold)
+    return beats
 
 
-def test_a_herds_last_beats_spread_over_the_share() -> None:
-    aheads = [last_beat_ahead(60.0, n / 999) for n in range(1000)]
-    assert max(aheads) - min(aheads) >= 0.99 * LAST_BEAT_SHARE * 60.0
+@pytest.mark.parametrize(("seconds", "since_ago"), [(2.5, 0.7), (1.0, 0.0), (0.3, 0.6)])
+async def test_a_hold_keeps_the_sdks_clock_past_run_at_with_the_fewest_beats(
+    seconds: float, since_ago: float
+) -> None:
+    """From the SDK's last beat to HOLD_AFTER of the lease past run_at (when a slot wait
+    beats on its own), no stretch is longer than the throttle interval, and no beat more than
+    that needs: one beat fewer would leave a longer stretch."""
+    beats = await hold_beats(seconds, since_ago)
+    until = seconds + HOLD_AFTER * LEASE
+    every = SDK_THROTTLE * LEASE
+    gaps = [b - a for a, b in itertools.pairwise([-since_ago, *beats, until])]
+    assert max(gaps) <= every + SLACK, beats
+    assert (
+        (until + since_ago) / (len(beats) + 1) <= every < (until + since_ago) / len(beats or [0.1])
+    )
+
+
+async def test_a_hold_the_last_beat_covers_sends_none() -> None:
+    assert await hold_beats(0.5, 0.1) == []  # 0.1 + 0.5 + 0.1 of a 0.8 s interval
 
 
 async def beats_before_the_record(
@@ -165,26 +185,20 @@ async def test_a_long_stretch_beats_early_enough_before_its_check(
     assert beats[0] <= throttle + SLACK and at - beats[-1] + GO_CHECK <= throttle + SLACK
 
 
-@pytest.mark.parametrize(
-    ("wait", "ahead", "left_free"),
-    [(6.0, 1.8, 0.0), (2.6, 1.3, 1.3)],
-    ids=["beats-before-the-check", "none-before-the-check-and-the-rest-left-free"],
-)
 async def test_the_sdks_beats_hold_the_lease_without_counting_the_start_record(
-    monkeypatch: pytest.MonkeyPatch, wait: float, ahead: float, left_free: float
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The start record goes to the server straight, not through the SDK, so the SDK's own
     clock of the lease (the lease plus 5 s, reset only by the answers to its beats) does not
-    see it: from the attempt's start to run_at, no stretch without an SDK beat may be longer
-    than the throttle interval. Counted from the record instead, the first case's last beat
-    came at run_at, 3.3 s after the beat before the check (2 s allowed), and the second's
-    attempt sent none at all; in a 5,000 herd with the default lease the gaps reached 86 s
-    and the SDK ended ~1,600 waiting attempts as timed out (``timed_out=True,
-    not_found=True``), which the server then ran late."""
-    monkeypatch.setattr(predispatch, "last_beat_ahead", lambda *_: left_free)
+    see it: from the attempt's start to just after run_at, no stretch without an SDK beat
+    may be longer than the throttle interval. Counted from the record instead, the last
+    beat came 2.2-3.3 s after the beat before the check (2 s allowed); in a 5,000 herd with
+    the default lease the gaps reached 86 s and the SDK ended ~1,600 waiting attempts as
+    timed out (``timed_out=True, not_found=True``), which the server then ran late."""
+    wait, ahead = 6.0, 1.8
     lease = 2.5  # 80%: 2 s; the quiet before the check: 1.5 s
     beats, at = await beats_and_record(monkeypatch, wait=wait, ahead=ahead, lease=lease)
     throttle = lease * SDK_THROTTLE
     assert any(b > at for b in beats), (beats, at)
-    gaps = [b - a for a, b in itertools.pairwise([0.0, *beats, wait])]
+    gaps = [b - a for a, b in itertools.pairwise([0.0, *beats, wait + HOLD_AFTER * lease])]
     assert max(gaps) <= throttle + SLACK, (beats, at)
