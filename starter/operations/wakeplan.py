@@ -10,8 +10,9 @@ The rule (:func:`pick_lead`), per job, in the process that schedules it:
 * The job's first choice is today's: a random lead in [``floor``, ``first``] (15-30 s by
   default), so jobs scheduled by separate processes still spread.
 * This process remembers how many wakes it has planned in each second (:class:`WakePlan`). If
-  the first choice's second already holds ``rate`` wakes (``JOBS_WAKE_RATE``, default 40/s,
-  what this 2-core machine carries, see ``python -m bench.capacity``), the job takes the
+  the first choice's second already holds ``rate`` wakes (``JOBS_WAKE_RATE``, default 20/s:
+  each wake is followed by its check and start record at up to twice that rate,
+  ``workflows.prestart_check``; see below), the job takes the
   latest second before it with room, down to ``bound`` before run_at: the herd fills the
   notice from run_at backwards, as densely as the cluster can wake jobs, so each job waits
   in its worker no longer than the herd needs.
@@ -30,6 +31,13 @@ only jobs of a herd that needs that lead pay it.
 
 A herd scheduled from many processes at once is seen by none of them whole: give such jobs a
 larger ``dispatch_lead`` (each picks at random within it, as before).
+
+The default rate: ``python -m bench.capacity`` measures the wake phase alone (66/s on this
+2-core machine); but a herd woken at 40/s from run_at backwards also checks and records its
+starts at up to 80/s over the last minute before run_at, and beside one busy core a 5,000
+herd's wake tasks then queued for up to a minute (p99 31-56 s late in 4 of 6 runs). At 20/s
+the same herd fired at p99 0.76-0.97 s (docs/PERFORMANCE.md). A herd whose notice is shorter
+than N / rate spreads over the whole notice either way (a 2,000 herd at 60 s: ~44/s).
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ MIN_DISPATCH_LEAD = 15.0  # seconds; jobs wake at least this long before run_at 
 MAX_AUTO_LEAD = 300.0  # the most an unset dispatch_lead is raised to (the field's own limit)
 SKEW_MARGIN = 2.0  # an automatic dispatch_lead covers the lead by this much (clock skew)
 WAKE_RATE_ENV = "JOBS_WAKE_RATE"
-DEFAULT_WAKE_RATE = 40.0  # wakes/s one 2-core dev server carries (bench.capacity)
+DEFAULT_WAKE_RATE = 20.0  # wakes/s, with their checks and records after (module docstring)
 MAX_BUCKETS = 200_000  # seconds remembered; past that, new seconds are not recorded
 
 
