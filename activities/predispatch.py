@@ -14,8 +14,8 @@ An attempt that only waits sends no heartbeat when its lease covers the wait
 (:func:`lease_covers`: the default 30 s lead in a 60 s lease), else beats at the SDK's own
 cadence, as few beats as keep the SDK's clock of the lease going until just after run_at
 (:func:`hold_heartbeating`; the slot wait that may follow beats HOLD_AFTER of the lease
-after run_at): no beat lands in a herd's last seconds because it is the last second; a
-cancel then is caught by its check before run_at. Before that check it beats for the last
+after run_at): each beat's moment follows the attempt's own last beat, never run_at itself. A
+cancel is caught by its check before run_at. Before that check it beats for the last
 time well ahead of it (:func:`pre_check_quiet`), so that no beat of the log without the
 attempt reaches the server after the start record. No handler starts until the
 server has answered a health check sent at most FRESH_ANSWER before run_at (:func:`heard_by`,

@@ -36,8 +36,9 @@ The default rate: ``python -m bench.capacity`` measures the wake phase alone (66
 2-core machine); but a herd woken at 40/s from run_at backwards also checks and records its
 starts at up to 80/s over the last minute before run_at, and beside one busy core a 5,000
 herd's wake tasks then queued for up to a minute (p99 31-56 s late in 4 of 6 runs). At 20/s
-the same herd fired at p99 0.76-0.97 s (docs/PERFORMANCE.md). A herd whose notice is shorter
-than N / rate spreads over the whole notice either way (a 2,000 herd at 60 s: ~44/s).
+the same herd fired at p99 0.76-1.43 s in three runs (docs/PERFORMANCE.md). A herd whose
+notice is shorter than N / rate spreads over the whole notice either way (a 2,000 herd at
+60 s: ~44/s).
 """
 
 from __future__ import annotations
