@@ -72,7 +72,7 @@ async def test_the_hold_is_bounded() -> None:
 async def test_a_finished_attempt_reports_after_the_queued_ones_start(
     dev_client: Client, tmp_path: Path
 ) -> None:
-    """Three jobs due together on a worker with one handler slot, each handler 0.3 s: the
+    """Three jobs due together on a worker with one handler slot, each handler 0.6 s: the
     first two, ending while another waits for the slot, report after the third has started
     (without the hold, the first closed before the third started), and none later than
     REPORT_HOLD after its handler ended."""
@@ -83,11 +83,16 @@ async def test_a_finished_attempt_reports_after_the_queued_ones_start(
     ids = [f"first-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
     try:
         async with job_worker.running():
-            for job_id in ids:
-                spec: dict[str, Any] = {"id": job_id, "name": "first", "delay": 0}
-                spec |= {"handler": "test.record", "idempotency_key": job_id}
-                spec["payload"] = {"path": str(lines), "seconds": 0.3}
-                await operations.schedule(dev_client, spec, HANDLERS, task_queue=queue)
+            # Scheduled together, each handler 0.6 s: the third reaches the worker while the
+            # first runs (0.3 s, scheduled one by one, was too short on a loaded CI machine).
+            await asyncio.gather(
+                *(
+                    operations.schedule(
+                        dev_client, spec_of(job_id, lines), HANDLERS, task_queue=queue
+                    )
+                    for job_id in ids
+                )
+            )
             for job_id in ids:
                 await eventually(partial(finished, dev_client, job_id), timeout=30)
             closed = {j: await close_time(dev_client, j) for j in ids}
@@ -100,6 +105,13 @@ async def test_a_finished_attempt_reports_after_the_queued_ones_start(
     for key in (first, second):
         assert closed[key] >= last_start - 0.05, (key, closed, starts)
         assert closed[key] - ends[key] <= REPORT_HOLD + 1.0, (key, closed, ends)
+
+
+def spec_of(job_id: str, lines: Path) -> dict[str, Any]:
+    spec: dict[str, Any] = {"id": job_id, "name": "first", "delay": 0}
+    spec |= {"handler": "test.record", "idempotency_key": job_id}
+    spec["payload"] = {"path": str(lines), "seconds": 0.6}
+    return spec
 
 
 async def finished(client: Client, job_id: str) -> bool:
