@@ -82,29 +82,18 @@ def lease_covers(wait: float, lease: float) -> bool:
 
 
 async def sleep_heartbeating(
-    seconds: float,
-    state: HeartbeatState,
-    lease: float | None,
-    last_beat_ahead: float = 0.0,
-    since: float | None = None,
+    seconds: float, state: HeartbeatState, lease: float | None, last_beat_ahead: float = 0.0
 ) -> float:
     """Wait, holding the lease at the SDK's default cadence (no handler runs: no cancel to
     hurry, and no heartbeat beyond what the lease needs), the last beat ``last_beat_ahead``
     seconds before the wait ends (0: at its end); ``lease`` None: the lease covers the whole
-    wait (:func:`lease_covers`), so no heartbeat at all. ``since``: when the SDK last sent a
-    beat for this attempt, or its start (monotonic; default now). Returns when the last
-    beat went (``since`` if none did).
+    wait (:func:`lease_covers`), so no heartbeat at all. Returns when the SDK last got a beat
+    (monotonic; the wait's start if none): :func:`hold_heartbeating` counts from it.
 
-    The beats are laid back from the last one, a throttle interval apart, the first at most
-    that long after ``since``: the SDK holds a beat that follows its previous one within that
-    interval until the interval ends, so a last beat placed after a shorter gap went out late
-    (after the start record). And the SDK keeps its own clock of the lease (the lease plus
-    5 s), reset only by the answers to its own beats, not by the start record we send
-    ourselves: counted from the record, a 5,000 herd's waits left 61-86 s between two SDK
-    beats, and the SDK ended ~1,600 waiting attempts as timed out (``timed_out=True,
-    not_found=True``) that the server still held."""
-    now = time.monotonic()
-    last_sent = now if since is None else since
+    The beats are laid back from the last one, a throttle interval apart (the first sooner):
+    the SDK holds a beat that follows its previous one within that interval until the interval
+    ends, so a last beat placed after a shorter gap went out late (after the start record)."""
+    now = last_sent = time.monotonic()
     if lease is None:
         await asyncio.sleep(max(seconds, 0.0))
         return last_sent
@@ -112,15 +101,14 @@ async def sleep_heartbeating(
     last_beat = end - last_beat_ahead
     every = lease * SDK_THROTTLE
     if last_beat > now:
-        count = max(math.ceil((last_beat - last_sent) / every), 1)
-        beat_at = max(now, last_beat - every * (count - 1))
+        beat_at = last_beat - every * math.ceil((last_beat - now) / every - 1)
         while True:
             await asyncio.sleep(max(beat_at - time.monotonic(), 0.0))
             activity.heartbeat(state)
             last_sent = time.monotonic()
             if beat_at >= last_beat:
                 break
-            beat_at = min(beat_at + every, last_beat)
+            beat_at += every
     await asyncio.sleep(max(end - time.monotonic(), 0.0))
     return last_sent
 
@@ -146,7 +134,12 @@ async def hold_heartbeating(
     ``since``, at most a throttle interval apart; none when ``lease`` is None (it covers the
     wait). A herd's beats so follow its attempts' own moments; beating at the end of each
     wait (as once) or in its last stretch, 5,000 attempts sent theirs together just as the
-    handlers were due."""
+    handlers were due.
+
+    The SDK keeps its own clock of the lease (the lease plus 5 s), reset only by the answers
+    to its own beats, not by the start record we send ourselves: counted from the record, a
+    5,000 herd's waits left 61-86 s between two SDK beats, and the SDK ended ~1,600 waiting
+    attempts as timed out (``timed_out=True, not_found=True``) that the server still held."""
     now = time.monotonic()
     end = now + seconds
     if lease is not None:
@@ -250,8 +243,7 @@ async def wait_for_run_at(
         ahead = check_ahead(wait, random.random())
         until_check = seconds_until(run_at, clock) - ahead
         if until_check > 0:  # no beat just before the check: it could follow the record
-            quiet = pre_check_quiet(lease)
-            beaten = await sleep_heartbeating(until_check, state, beat, quiet, beaten)
+            beaten = await sleep_heartbeating(until_check, state, beat, pre_check_quiet(lease))
             verdict = await still_wanted()
             if verdict is not None:
                 return early(verdict)
