@@ -224,16 +224,15 @@ def herd_fields(
     than once, and how many keys' handlers ran on a second or later Temporal attempt (one lost
     before its handler and retried, or a failed one: a herd on time needs none)."""
     lags = sorted(start - scheduled for scheduled, start in starts.values())
-    handled = Counter(row["key"] for row in start_records(records))
+    rows = start_records(records)
+    handled = Counter(row["key"] for row in rows)
     return {
         "started": len(starts),
         "lag": summary(lags) if lags else None,
         "drain_seconds": max(start for _, start in starts.values()) - due if starts else None,
         "early": sum(1 for lag in lags if lag < 0),
         "started_twice": sum(1 for n in handled.values() if n > 1),
-        "retried": len(
-            {row["key"] for row in start_records(records) if (row.get("attempt") or 1) > 1}
-        ),
+        "retried": len({row["key"] for row in rows if (row.get("attempt") or 1) > 1}),
         "lags": [round(lag, 4) for lag in lags],  # for the report's CDF
     }
 

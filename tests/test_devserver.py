@@ -75,7 +75,8 @@ def test_jobctl_dev_on_a_taken_port_refuses_in_one_line_naming_the_flag(
     found: list[int] = []
     while len(found) < 3:  # the OS may hand the same free port out twice (CI once)
         port = devserver.free_port()
-        found += [port] if port not in found else []
+        if port not in found:
+            found.append(port)
     ports = dict(zip(("--port", "--ui-port", "--api-port"), found, strict=True))
     args = [str(Path(sys.executable).parent / "jobctl"), "dev", "--state-dir", str(tmp_path / "s")]
     for name, port in ports.items():

@@ -5,12 +5,14 @@ its minute of waiting runs beside the other routing tests, not after them."""
 from __future__ import annotations
 
 import uuid
+from functools import partial
 
 from temporalio.client import Client
 
 from jobctl.starter import operations
 from jobctl.starter.operations import handler_watch
 from tests.helpers.poll import eventually
+from tests.helpers.temporal import live_now
 from tests.test_handler_routing import PLUGIN, worker_of
 
 
@@ -25,11 +27,7 @@ async def test_a_stopped_worker_leaves_the_live_list_within_about_a_minute(
     assert live[PLUGIN] == ["plugin"] and live["log"] == ["plugin"]
     assert live["http.post"] == []  # built-in, but this worker does not serve it
 
-    async def plugin_live() -> list[str]:
-        handler_watch._seen.clear()
-        workers = await handler_watch.live_workers(dev_client, queue, PLUGIN)
-        return [w.identity for w in workers or []]
-
     # The server answers an idle poll within about a minute; a stopped worker polls no more.
     bound = handler_watch.LIVE_WITHIN.total_seconds() + 15
+    plugin_live = partial(live_now, dev_client, queue, PLUGIN)
     assert await eventually(plugin_live, lambda found: found == [], timeout=bound) == []

@@ -38,17 +38,21 @@ async def running_worker(
         yield worker
 
 
+async def live_now(client: Client, task_queue: str, handler: str) -> list[str]:
+    """The identities of the workers polling ``handler``'s queue now, past the doors' cache
+    (a cached answer would outlive a first poll or a worker's stop)."""
+    handler_watch._seen.clear()
+    workers = await handler_watch.live_workers(client, task_queue, handler)
+    handler_watch._seen.clear()
+    return [w.identity for w in workers or []]
+
+
 async def until_polled(client: Client, task_queue: str, *handlers: str) -> None:
     """Wait until the server lists a poller on each handler's queue: a worker is "live" to
     the doors from its first poll, which a loaded machine delays past its start."""
-
-    async def polled(handler: str) -> bool:
-        handler_watch._seen.clear()  # a cached "none yet" would outlive the first poll
-        return bool(await handler_watch.live_workers(client, task_queue, handler))
-
     for handler in handlers:
-        await eventually(partial(polled, handler), what=f"a poller of {handler!r}")
-    handler_watch._seen.clear()
+        probe = partial(live_now, client, task_queue, handler)
+        await eventually(probe, what=f"a poller of {handler!r}")
 
 
 async def _gone(client: Client, workflow_id: str) -> bool:
